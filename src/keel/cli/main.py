@@ -1,0 +1,40 @@
+"""The typer application: one module per noun, each with ``register(app)``; no logic here."""
+
+from __future__ import annotations
+
+from importlib import import_module
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from keel import __version__
+
+app = typer.Typer(
+    name="keel",
+    help="A control layer that makes LLM coding agents predictable, auditable and safe.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Each module under keel.cli registers its own commands; keep this list in help order.
+COMMAND_MODULES = ("init", "policy", "stop", "journal", "demo")
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    workspace: Annotated[
+        Path | None, typer.Option("--workspace", "-w", help="Workspace root directory.")
+    ] = None,
+    version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
+) -> None:
+    if version:
+        typer.echo(f"keel {__version__}")
+        raise typer.Exit(0)
+    ctx.obj = {"workspace": workspace}
+
+
+for _name in COMMAND_MODULES:
+    import_module(f"keel.cli.{_name}").register(app)
