@@ -244,7 +244,7 @@ def _locate(text: str, loc: tuple[Any, ...]) -> int | None:
                 table = [name, str(array_index[name])]
             else:
                 table = name.split(".")
-            if _matches(table, loc) and best is None and len(loc) <= len(table):
+            if _matches(table, loc):
                 best = number
             continue
         key = _KEY.match(line)

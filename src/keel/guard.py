@@ -1,0 +1,342 @@
+"""The guard: one place where every tool call is decided, journaled and watched.
+
+``Guard.decide(call)`` runs, in order: the emergency stop, the policy (commands, paths, network
+and the enforced constraints), the monitor's pre-call detectors (which may turn an allow into
+a deny with guidance), and a checkpoint before anything that can change files. The call and
+the decision are journaled, the decision as a child span of the call. Any internal error is a
+deny with rule ``internal_error``: keel fails closed even where its host fails open.
+
+``Guard.observe(result)`` journals what a tool returned, runs the post-call detectors and
+returns the guidance an adapter should deliver. ``Guard.may_finish()`` answers the gates.
+
+The monitor keeps its state in ``.keel/monitor/<session>.json`` between calls, because every
+hook call is a separate process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from keel.calls import ToolCall, ToolResult
+from keel.decision import Decision, Guidance
+from keel.events import (
+    DataPayload,
+    DecisionPayload,
+    DiagnosticPayload,
+    Event,
+    EventKind,
+    GatePayload,
+    GuidancePayload,
+    Payload,
+    ToolCallPayload,
+    ToolResultPayload,
+    new_span_id,
+)
+from keel.root import ensure_state_dir
+from keel.stop import stop_reason
+
+if TYPE_CHECKING:
+    from keel.config import KeelConfig
+    from keel.journal import Journal
+    from keel.monitor import Monitor
+    from keel.policy import Policy
+    from keel.workspace import Checkpoints
+
+CHANGING_KINDS = frozenset({"write", "edit", "exec"})
+MAX_OUTPUT_JOURNALED = 4000
+
+
+def trace_id_for(session_id: str) -> str:
+    """A stable 32-hex trace id for a session, the same in every hook process."""
+    return hashlib.sha256(session_id.encode("utf-8", "replace")).hexdigest()[:32]
+
+
+@dataclass
+class Guard:
+    """Decides, journals and watches the tool calls of one session."""
+
+    root: Path
+    config: KeelConfig
+    policy: Policy
+    session_id: str
+    agent: str = "keel"
+    journal: Journal | None = None
+    monitor: Monitor | None = None
+    checkpoints: Checkpoints | None = None
+    on_error: Callable[[BaseException], None] | None = None
+    _call_spans: dict[str, str] = field(default_factory=dict[str, str])
+
+    @classmethod
+    def open(
+        cls,
+        root: Path,
+        *,
+        session_id: str,
+        agent: str = "keel",
+        preset: str | None = None,
+        journal: bool = True,
+        monitor: bool = True,
+        checkpoints: bool = True,
+    ) -> Guard:
+        """A guard over ``root`` with its config, policy, journal, monitor and checkpoints."""
+        from keel.config import config_for
+        from keel.policy import Policy
+
+        config = config_for(root, preset)  # pyright: ignore[reportArgumentType]
+        policy = Policy.from_config(config, root)
+        guard = cls(root=root, config=config, policy=policy, session_id=session_id, agent=agent)
+        if journal:
+            from keel.journal import open_journal
+
+            guard.journal = open_journal(root)
+        if monitor:
+            from keel.monitor import Monitor
+
+            guard.monitor = Monitor(config, state=guard._load_monitor_state(), in_scope=policy.in_scope)
+        if checkpoints:
+            from keel.workspace import Checkpoints
+
+            guard.checkpoints = Checkpoints(root, journal=guard.journal)
+        return guard
+
+    # -- deciding -------------------------------------------------------------------------
+
+    def decide(self, call: ToolCall) -> Decision:
+        """The decision for ``call``; journaled; never raises, never allows on error."""
+        call_span = new_span_id()
+        try:
+            decision = self._decide(call)
+        except Exception as exc:
+            self._report(exc)
+            decision = Decision.deny(
+                "internal_error",
+                f"keel could not decide this call ({type(exc).__name__}: {exc}); denied to be safe",
+                "Retry; if it persists, run `keel status` and check keel.toml.",
+            )
+        try:
+            self._record_call(call, decision, call_span)
+            if decision.decision != "deny" and call.kind in CHANGING_KINDS:
+                self._checkpoint(call)
+        except Exception as exc:
+            self._report(exc)
+            return Decision.deny(
+                "internal_error",
+                f"keel could not journal or checkpoint this call ({type(exc).__name__}: {exc})",
+                "Check that .keel/ is writable, then retry.",
+            )
+        return decision
+
+    def _decide(self, call: ToolCall) -> Decision:
+        reason = stop_reason(self.root)
+        if reason is not None:
+            return Decision.deny(
+                "stop.active",
+                f"emergency stop is set: {reason}",
+                "Wait for the user to run `keel resume`.",
+            )
+        decision = self.policy.check_call(call)
+        if decision.decision == "deny" or self.monitor is None:
+            return decision
+        guidance = self.monitor.before_call(call)
+        self._save_monitor_state()
+        if guidance is not None and guidance.level != "hint":
+            self._record_guidance(guidance, call.tool_use_id)
+            return Decision.deny(f"monitor.{guidance.detector}", guidance.message, _advice(guidance))
+        return decision
+
+    def _checkpoint(self, call: ToolCall) -> None:
+        if self.checkpoints is not None:
+            self.checkpoints.create(
+                session_id=self.session_id, tool_use_id=call.tool_use_id, label=call.tool
+            )
+
+    # -- observing ------------------------------------------------------------------------
+
+    def observe(self, result: ToolResult) -> Guidance | None:
+        """Journal a tool's result and return the guidance the agent should get, if any."""
+        output = result.output or ""
+        payload = ToolResultPayload(
+            tool=result.tool,
+            ok=result.ok,
+            output=output[:MAX_OUTPUT_JOURNALED],
+            error=result.error,
+            exit_code=result.exit_code,
+            tool_use_id=result.tool_use_id,
+            output_hash="sha256:" + hashlib.sha256(output.encode("utf-8", "replace")).hexdigest(),
+        )
+        self._append("tool.result", payload, parent=self._call_spans.get(result.tool_use_id or ""))
+        if self.checkpoints is not None and result.kind in CHANGING_KINDS:
+            after_call = getattr(self.checkpoints, "after_call", None)
+            if after_call is not None:
+                after_call(session_id=self.session_id, tool_use_id=result.tool_use_id)
+        if self.monitor is None:
+            return None
+        guidance = self.monitor.after_call(result)
+        self._save_monitor_state()
+        if guidance is not None:
+            self._record_guidance(guidance, result.tool_use_id)
+        return guidance
+
+    def may_finish(self) -> tuple[bool, str]:
+        """Whether the session may finish now (the gates), and why not."""
+        if self.monitor is None:
+            return True, "no monitor"
+        allowed, why = self.monitor.may_finish()
+        self._save_monitor_state()
+        self._append("gate", GatePayload(command="finish", passed=allowed, detail=why))
+        return allowed, why
+
+    def session_context(self) -> str:
+        """Pinned constraints, the stop status and current guidance, for re-injection."""
+        lines: list[str] = []
+        reason = stop_reason(self.root)
+        if reason:
+            lines.append(f"EMERGENCY STOP is set: {reason}. Do not run any tool.")
+        constraints = [c.text for c in self.config.constraints]
+        if constraints:
+            lines.append("Constraints you agreed to (keel enforces them):")
+            lines.extend(f"- {text}" for text in constraints)
+        if self.config.scope.include != ["**"] or self.config.scope.exclude:
+            lines.append(
+                "Task scope (only these paths may change): "
+                + ", ".join(self.config.scope.include)
+                + (f"; never {', '.join(self.config.scope.exclude)}" if self.config.scope.exclude else "")
+            )
+        if self.config.gates.required:
+            lines.append(
+                "Before finishing, these must pass after your last edit: "
+                + ", ".join(f"`{g}`" for g in self.config.gates.required)
+            )
+        current = getattr(self.monitor, "current_guidance", None) if self.monitor else None
+        if callable(current):
+            latest = current()
+            if isinstance(latest, Guidance):
+                lines.append(f"Current guidance ({latest.level}): {latest.message}")
+        return "\n".join(lines)
+
+    def note(self, kind: EventKind, data: dict[str, Any]) -> None:
+        """Journal a free-form event (session start/end, prompt, plan)."""
+        self._append(kind, DataPayload(data=data))
+
+    # -- journaling -----------------------------------------------------------------------
+
+    def _record_call(self, call: ToolCall, decision: Decision, call_span: str) -> None:
+        payload = ToolCallPayload(
+            tool=call.tool,
+            kind=call.kind,
+            command=call.command,
+            paths=list(call.paths),
+            url=call.url,
+            args=_jsonable(call.args),
+            tool_use_id=call.tool_use_id,
+        )
+        self._append("tool.call", payload, span=call_span)
+        if call.tool_use_id:
+            self._call_spans[call.tool_use_id] = call_span
+        subject = call.command or (", ".join(call.paths) if call.paths else None) or call.url
+        self._append(
+            "decision",
+            DecisionPayload(
+                decision=decision.decision,
+                rule=decision.rule,
+                reason=decision.reason,
+                suggestion=decision.suggestion,
+                tool_use_id=call.tool_use_id,
+                subject=subject,
+            ),
+            parent=call_span,
+        )
+
+    def _record_guidance(self, guidance: Guidance, tool_use_id: str | None) -> None:
+        self._append(
+            "diagnostic",
+            DiagnosticPayload(
+                detector=guidance.detector,
+                level=guidance.level,
+                message=guidance.message,
+                evidence=_jsonable(guidance.evidence or {}),
+            ),
+        )
+        self._append(
+            "guidance",
+            GuidancePayload(
+                level=guidance.level,
+                message=guidance.message,
+                detector=guidance.detector,
+                tool_use_id=tool_use_id,
+            ),
+        )
+
+    def _append(
+        self, kind: EventKind, payload: Payload, *, span: str | None = None, parent: str | None = None
+    ) -> None:
+        if self.journal is None:
+            return
+        event = Event(
+            kind=kind,
+            session_id=self.session_id,
+            payload=payload,
+            agent=self.agent,
+            trace_id=trace_id_for(self.session_id),
+            span_id=span or new_span_id(),
+            parent_span_id=parent,
+        )
+        self.journal.append(event)
+
+    # -- monitor state between processes ---------------------------------------------------
+
+    def _monitor_state_path(self) -> Path:
+        safe = hashlib.sha256(self.session_id.encode("utf-8", "replace")).hexdigest()[:24]
+        return ensure_state_dir(self.root) / "monitor" / f"{safe}.json"
+
+    def _load_monitor_state(self) -> Any:
+        from keel.monitor import MonitorState
+
+        path = self._monitor_state_path()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        return MonitorState.from_json(text)
+
+    def _save_monitor_state(self) -> None:
+        if self.monitor is None:
+            return
+        path = self._monitor_state_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(self.monitor.state.to_json(), encoding="utf-8")
+        os.replace(tmp, path)
+
+    def _report(self, exc: BaseException) -> None:
+        if self.on_error is not None:
+            self.on_error(exc)
+
+    def close(self) -> None:
+        """Close the journal."""
+        if self.journal is not None:
+            self.journal.close()
+
+
+def _advice(guidance: Guidance) -> str:
+    match guidance.level:
+        case "replan":
+            return "State a new plan before using tools that change anything."
+        case "stop":
+            return "Stop and report to the user what you tried and why it did not work."
+        case "correct" | "hint":
+            return "Change your approach instead of repeating the same call."
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` if it survives JSON, else its JSON-safe rendering."""
+    try:
+        return json.loads(json.dumps(value, default=str))
+    except (TypeError, ValueError):
+        return {"repr": repr(value)}

@@ -1,0 +1,55 @@
+"""Library functions behind ``keel stop``, ``keel resume`` and ``keel status``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from keel.events import Event, StopPayload
+from keel.stop import StopStatus, clear_stop, set_stop, stop_status
+
+ADMIN_SESSION = "keel-admin"
+
+
+def emergency_stop(root: Path, reason: str | None = None) -> StopStatus:
+    """Set the stop flag and journal it."""
+    status = set_stop(root, reason)
+    _journal(root, Event(kind="stop", session_id=ADMIN_SESSION, payload=StopPayload(status.reason or "", status.by)))
+    return status
+
+
+def emergency_resume(root: Path) -> bool:
+    """Clear the stop flag and journal it; True if it was set."""
+    was_set = clear_stop(root)
+    if was_set:
+        _journal(root, Event(kind="resume", session_id=ADMIN_SESSION, payload=StopPayload("resumed by the user")))
+    return was_set
+
+
+def workspace_status(root: Path) -> dict[str, Any]:
+    """Root, config file, preset, stop flag and journal size, as a dict."""
+    from keel.config import CONFIG_NAME, config_for
+
+    config_path = root / CONFIG_NAME
+    config = config_for(root)
+    journal = {"events": 0, "sessions": 0}
+    if (root / ".keel" / "journal.db").exists():
+        from keel.journal import open_journal
+
+        with open_journal(root) as j:
+            sessions = j.sessions()
+            journal = {"events": sum(s.events for s in sessions), "sessions": len(sessions)}
+    return {
+        "root": str(root),
+        "config": str(config_path) if config_path.exists() else None,
+        "preset": config.policy.preset,
+        "stop": stop_status(root).to_dict(),
+        "journal": journal,
+    }
+
+
+def _journal(root: Path, event: Event) -> None:
+    from keel.journal import open_journal
+
+    with open_journal(root) as journal:
+        journal.append(event)

@@ -1,0 +1,98 @@
+"""The emergency stop: one flag file that every keel process checks before deciding anything.
+
+While ``<root>/.keel/STOP`` exists every decision is deny, in every process, with the reason
+written into the flag. The flag is checked on every call (an ``os.stat``), not cached, so a
+stop set from another terminal holds for the very next tool call. A flag that cannot be read
+still stops: an unreadable flag is a set flag.
+
+Standard library only: this runs on every hook call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from keel.root import ensure_state_dir, state_dir
+
+STOP_FILE = "STOP"
+
+
+@dataclass(frozen=True, slots=True)
+class StopStatus:
+    """Whether the emergency stop is set, why, since when and by whom."""
+
+    active: bool
+    reason: str | None = None
+    since: float | None = None
+    by: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"active": self.active, "reason": self.reason, "since": self.since, "by": self.by}
+
+
+def stop_path(root: Path) -> Path:
+    """Where the flag lives."""
+    return state_dir(root) / STOP_FILE
+
+
+def stop_status(root: Path) -> StopStatus:
+    """Read the flag; any flag that exists counts, even if it cannot be parsed."""
+    path = stop_path(root)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return StopStatus(active=False)
+    except OSError as exc:
+        return StopStatus(active=True, reason=f"emergency stop flag present but unreadable: {exc}")
+    try:
+        data = json.loads(raw)
+        reason = str(data.get("reason") or "emergency stop")
+        return StopStatus(True, reason, _float(data.get("since")), data.get("by"))
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        return StopStatus(active=True, reason="emergency stop (flag content unreadable)")
+
+
+def stop_reason(root: Path) -> str | None:
+    """The stop reason while the stop is set, else None."""
+    status = stop_status(root)
+    return status.reason if status.active else None
+
+
+def set_stop(root: Path, reason: str | None = None, by: str | None = None) -> StopStatus:
+    """Set the flag atomically (write, fsync, rename) and return the new status."""
+    ensure_state_dir(root)
+    status = StopStatus(True, reason or "emergency stop set by the user", time.time(), by or _who())
+    path = stop_path(root)
+    tmp = path.with_name(f".{STOP_FILE}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump({"reason": status.reason, "since": status.since, "by": status.by}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return status
+
+
+def clear_stop(root: Path) -> bool:
+    """Remove the flag; True if it was set."""
+    try:
+        stop_path(root).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _who() -> str:
+    try:
+        return os.getlogin()
+    except OSError:
+        return os.environ.get("USER") or str(os.getuid())

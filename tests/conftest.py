@@ -1,0 +1,52 @@
+"""Shared fixtures: external test material, 0755 workspaces, a clean environment."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def require_all() -> bool:
+    """True in CI: optional material and tools must be present, not skipped."""
+    return os.environ.get("KEEL_REQUIRE_ALL") == "1"
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip locally; fail when KEEL_REQUIRE_ALL=1."""
+    if require_all():
+        pytest.fail(f"required in CI: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """../shared/data, or a skip (a failure in CI) when it is absent."""
+    if not SHARED_DATA.is_dir():
+        skip_or_fail(f"external test material not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    """A fresh directory with 0755 parents, reachable by an unprivileged sandbox uid."""
+    path = Path(tempfile.mkdtemp(prefix="keel-test-", dir="/tmp"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _clean_keel_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("KEEL_") and name not in ("KEEL_REQUIRE_ALL", "KEEL_CLIENTS_DIR"):
+            monkeypatch.delenv(name)
