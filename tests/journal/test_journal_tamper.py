@@ -1,0 +1,99 @@
+"""Tampering with stored rows through the real sqlite3 is reported by ``keel verify``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from journal_helpers import fill, tamper
+
+from keel.journal import open_journal
+
+Cli = Callable[..., Any]
+
+
+def test_clean_journal_verifies(root: Path, cli: Cli) -> None:
+    fill(root)
+    result = cli("verify", "--workspace", str(root))
+    assert result.exit_code == 0, result.output
+    assert "journal intact: 10 events" in result.stdout
+
+
+def test_missing_journal_is_clean_and_not_created(root: Path, cli: Cli) -> None:
+    result = cli("verify", "--workspace", str(root))
+    assert result.exit_code == 0, result.output
+    assert "journal intact: 0 events" in result.stdout
+    assert not (root / ".keel").exists()
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        (
+            "UPDATE events SET payload = json_set(payload, '$.output', 'all passed') WHERE seq = 5",
+            [(5, "chain.hash_mismatch")],
+        ),
+        ("UPDATE events SET session_id = 'other' WHERE seq = 5", [(5, "chain.hash_mismatch")]),
+        ("UPDATE events SET ts = ts + 1 WHERE seq = 5", [(5, "chain.hash_mismatch")]),
+        (
+            "UPDATE events SET hash = 'sha256:' || hex(randomblob(32)) WHERE seq = 5",
+            [(5, "chain.hash_mismatch"), (6, "chain.broken_link")],
+        ),
+        (
+            "UPDATE events SET prev_hash = 'sha256:00' WHERE seq = 5",
+            [(5, "chain.hash_mismatch"), (5, "chain.broken_link")],
+        ),
+        ("DELETE FROM events WHERE seq = 5", [(6, "chain.missing"), (6, "chain.broken_link")]),
+        (
+            "DELETE FROM events WHERE seq IN (4, 5, 6)",
+            [(7, "chain.missing"), (7, "chain.broken_link")],
+        ),
+        ("DELETE FROM events WHERE seq = 10", [(10, "chain.head_mismatch")]),
+        ("DELETE FROM events WHERE seq = 1", [(2, "chain.missing"), (2, "chain.broken_link")]),
+        ("UPDATE events SET payload = '{not json' WHERE seq = 5", [(5, "row.unparseable")]),
+        ("UPDATE events SET kind = 'bogus' WHERE seq = 5", [(5, "row.unparseable")]),
+        ("DELETE FROM journal_head", [(0, "chain.head_mismatch")]),
+    ],
+)
+def test_tampering_is_named_by_verify(
+    root: Path, cli: Cli, sql: str, expected: list[tuple[int, str]]
+) -> None:
+    fill(root)
+    tamper(root, sql)
+    result = cli("verify", "--workspace", str(root))
+    assert result.exit_code == 1, result.output
+    for seq, code in expected:
+        assert f"seq {seq}: {code}" in result.stdout
+    assert "journal NOT intact" in result.stdout
+
+    as_json = cli("verify", "--json", "--workspace", str(root))
+    assert as_json.exit_code == 1
+    report = json.loads(as_json.stdout)
+    assert report["ok"] is False
+    assert [(p["seq"], p["code"]) for p in report["problems"]] == expected
+
+
+def test_appending_after_a_deleted_tail_does_not_hide_it(root: Path, cli: Cli) -> None:
+    events = fill(root)
+    tamper(root, "DELETE FROM events WHERE seq = 10")
+    with open_journal(root) as journal:
+        assert journal.append(events[0].with_seq(0)).seq == 11
+    result = cli("verify", "--workspace", str(root))
+    assert result.exit_code == 1
+    assert "seq 11: chain.missing" in result.stdout
+
+
+def test_real_keel_command_names_the_tampered_row(root: Path) -> None:
+    fill(root)
+    entry = [sys.executable, "-m", "keel.cli._entry"]
+    clean = subprocess.run([*entry, "verify", "-w", str(root)], capture_output=True, text=True)
+    assert clean.returncode == 0, clean.stderr
+    tamper(root, "UPDATE events SET agent = 'someone-else' WHERE seq = 3")
+    broken = subprocess.run([*entry, "verify", "-w", str(root)], capture_output=True, text=True)
+    assert broken.returncode == 1, broken.stderr
+    assert "seq 3: chain.hash_mismatch" in broken.stdout
