@@ -93,13 +93,13 @@ class Constraint(_Section):
 class LimitsConfig(_Section):
     """``[limits]``: budgets."""
 
-    max_steps: int = Field(500, ge=1)
-    max_wall_seconds: float = Field(7200, gt=0)
-    max_tokens: int = Field(5_000_000, ge=1)
-    plan_max_steps: int = Field(10, ge=1)
-    plan_max_depth: int = Field(3, ge=1)
-    probe_timeout_seconds: float = Field(10, gt=0)
-    max_input_bytes: int = Field(1_000_000, ge=1024)
+    max_steps: int = Field(default=500, ge=1)
+    max_wall_seconds: float = Field(default=7200, gt=0)
+    max_tokens: int = Field(default=5_000_000, ge=1)
+    plan_max_steps: int = Field(default=10, ge=1)
+    plan_max_depth: int = Field(default=3, ge=1)
+    probe_timeout_seconds: float = Field(default=10, gt=0)
+    max_input_bytes: int = Field(default=1_000_000, ge=1024)
     """Largest command, payload or patch keel will judge; larger input is denied."""
 
 
@@ -108,23 +108,51 @@ class GatesConfig(_Section):
 
     required: list[str] = Field(default_factory=list)
     """Commands, e.g. ``"pytest -q"``, that must have run and passed after the last edit."""
-    max_blocks: int = Field(3, ge=0)
+    max_blocks: int = Field(default=3, ge=0)
     """How many times finishing may be blocked in a row, so an agent is never trapped."""
 
 
 class MonitorConfig(_Section):
     """``[monitor]``: detector thresholds."""
 
-    repeat_consecutive: int = Field(5, ge=2)
-    repeat_window: int = Field(20, ge=2)
-    repeat_in_window: int = Field(6, ge=2)
-    alternation_steps: int = Field(6, ge=4)
-    failure_repeats: int = Field(3, ge=2)
-    identical_pairs: int = Field(4, ge=2)
-    no_progress_steps: int = Field(8, ge=2)
-    drift_window: int = Field(6, ge=2)
-    cooldown_steps: int = Field(3, ge=0)
+    repeat_consecutive: int = Field(default=5, ge=2)
+    """Identical consecutive calls (same tool, same arguments) that are denied (Gemini CLI: 5)."""
+    repeat_window: int = Field(default=20, ge=2)
+    """The window, in calls, of the non-consecutive repeat check."""
+    repeat_in_window: int = Field(default=6, ge=2)
+    """Identical calls within ``repeat_window`` that earn a hint."""
+    alternation_steps: int = Field(default=6, ge=4)
+    """Length of an A-B-A-B alternation that asks for a new plan (OpenHands: 6)."""
+    failure_repeats: int = Field(default=3, ge=2)
+    """The same call failing, or the same error, this many times (OpenHands: 3)."""
+    identical_pairs: int = Field(default=4, ge=2)
+    """Identical (call, result) pairs in a row that count as stuck (OpenHands: 4)."""
+    no_progress_steps: int = Field(default=8, ge=2)
+    """Results with nothing new (content seen before, no edit) in a row that earn a hint."""
+    drift_window: int = Field(default=6, ge=2)
+    """Calls in a row whose targets the current plan does not mention."""
+    cooldown_steps: int = Field(default=3, ge=0)
+    """Calls a detector stays quiet after guidance before it may escalate."""
     task_is_about_tests: bool = False
+    """Set when the task is to change tests: turns the test-weakening detector off."""
+    enabled: bool = True
+    """Switch the monitor off entirely (budgets and gates included)."""
+    repeat_hint: int = Field(default=3, ge=2)
+    """Identical consecutive calls that earn a hint, before ``repeat_consecutive`` denies."""
+    poll_multiplier: int = Field(default=3, ge=1)
+    """Repeat thresholds are multiplied by this for waits and status checks (``sleep``…)."""
+    escalation_reset_steps: int = Field(default=20, ge=1)
+    """Calls without a detection after which a detector's ladder starts again at its base level."""
+    budget_warn_fraction: float = Field(default=0.8, gt=0, le=1)
+    """Fraction of a ``[limits]`` budget at which a hint warns that it is running out."""
+    monologue_repeats: int = Field(default=3, ge=2)
+    """The same agent message this many times with no tool call between (OpenHands: 3)."""
+    planning_tools: list[str] = Field(
+        default_factory=lambda: ["TodoWrite", "ExitPlanMode", "update_plan", "write_todos"]
+    )
+    """Tools whose call states a new plan (clears a pending replan)."""
+    seen_cap: int = Field(default=512, ge=16)
+    """Result hashes remembered for the no-progress check (bounds the persisted state)."""
 
 
 class ProbesConfig(_Section):
@@ -132,18 +160,29 @@ class ProbesConfig(_Section):
 
     http_allow: list[str] = Field(default_factory=list)
     """Hosts the http probes may reach; empty means http probes are off."""
-    read_cap_bytes: int = Field(1_000_000, ge=1)
+    read_cap_bytes: int = Field(default=1_000_000, ge=1)
+    """Largest file a probe reads, in bytes."""
+    max_parallel: int = Field(default=8, ge=1, le=64)
+    """How many independent probes of one plan run at the same time."""
+    command_timeout_seconds: float = Field(default=60, gt=0)
+    """Wall-clock limit of a plan's ``command.run`` final action (sandboxed, on a scratch copy)."""
 
 
 class SandboxConfig(_Section):
     """``[sandbox]``: resource limits of sandboxed probes and commands."""
 
-    memory_mb: int = Field(1024, ge=64)
-    cpu_seconds: int = Field(10, ge=1)
-    max_processes: int = Field(64, ge=4)
-    max_file_mb: int = Field(64, ge=1)
-    tmp_mb: int = Field(64, ge=1)
+    memory_mb: int = Field(default=1024, ge=64)
+    cpu_seconds: int = Field(default=10, ge=1)
+    max_processes: int = Field(default=64, ge=4)
+    max_file_mb: int = Field(default=64, ge=1)
+    tmp_mb: int = Field(default=64, ge=1)
     uid: int = 65534
+    backend: Literal["auto", "bwrap", "landlock"] = "auto"
+    """Which backend to use; ``auto`` takes the first that works (bwrap, then landlock)."""
+    max_open_files: int = Field(default=256, ge=16)
+    """RLIMIT_NOFILE of sandboxed processes."""
+    max_output_kb: int = Field(default=4096, ge=1)
+    """Bytes of stdout and of stderr kept per run (in KiB); the rest is discarded."""
 
 
 class KeelConfig(_Section):

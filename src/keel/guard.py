@@ -28,7 +28,6 @@ from keel.decision import Decision, Guidance
 from keel.events import (
     DataPayload,
     DecisionPayload,
-    DiagnosticPayload,
     Event,
     EventKind,
     GatePayload,
@@ -98,7 +97,13 @@ class Guard:
         if monitor:
             from keel.monitor import Monitor
 
-            guard.monitor = Monitor(config, state=guard._load_monitor_state(), in_scope=policy.in_scope)
+            guard.monitor = Monitor(
+                config,
+                state=guard._load_monitor_state(),
+                in_scope=policy.in_scope,
+                session_id=session_id,
+                agent=agent,
+            )
         if checkpoints:
             from keel.workspace import Checkpoints
 
@@ -144,7 +149,7 @@ class Guard:
         if decision.decision == "deny" or self.monitor is None:
             return decision
         guidance = self.monitor.before_call(call)
-        self._save_monitor_state()
+        self._after_monitor()
         if guidance is not None and guidance.level != "hint":
             self._record_guidance(guidance, call.tool_use_id)
             return Decision.deny(f"monitor.{guidance.detector}", guidance.message, _advice(guidance))
@@ -178,7 +183,7 @@ class Guard:
         if self.monitor is None:
             return None
         guidance = self.monitor.after_call(result)
-        self._save_monitor_state()
+        self._after_monitor()
         if guidance is not None:
             self._record_guidance(guidance, result.tool_use_id)
         return guidance
@@ -188,7 +193,7 @@ class Guard:
         if self.monitor is None:
             return True, "no monitor"
         allowed, why = self.monitor.may_finish()
-        self._save_monitor_state()
+        self._after_monitor()
         self._append("gate", GatePayload(command="finish", passed=allowed, detail=why))
         return allowed, why
 
@@ -213,11 +218,9 @@ class Guard:
                 "Before finishing, these must pass after your last edit: "
                 + ", ".join(f"`{g}`" for g in self.config.gates.required)
             )
-        current = getattr(self.monitor, "current_guidance", None) if self.monitor else None
-        if callable(current):
-            latest = current()
-            if isinstance(latest, Guidance):
-                lines.append(f"Current guidance ({latest.level}): {latest.message}")
+        latest = self.monitor.current_guidance() if self.monitor else None
+        if latest is not None:
+            lines.append(f"Current guidance ({latest.level}): {latest.message}")
         return "\n".join(lines)
 
     def note(self, kind: EventKind, data: dict[str, Any]) -> None:
@@ -255,15 +258,6 @@ class Guard:
 
     def _record_guidance(self, guidance: Guidance, tool_use_id: str | None) -> None:
         self._append(
-            "diagnostic",
-            DiagnosticPayload(
-                detector=guidance.detector,
-                level=guidance.level,
-                message=guidance.message,
-                evidence=_jsonable(guidance.evidence or {}),
-            ),
-        )
-        self._append(
             "guidance",
             GuidancePayload(
                 level=guidance.level,
@@ -290,6 +284,15 @@ class Guard:
         self.journal.append(event)
 
     # -- monitor state between processes ---------------------------------------------------
+
+    def _after_monitor(self) -> None:
+        """Journal the monitor's new diagnostics and persist its state for the next process."""
+        if self.monitor is None:
+            return
+        for diagnostic in self.monitor.drain():
+            event = diagnostic.to_event(self.session_id, self.agent)
+            self._append("diagnostic", event.payload)
+        self._save_monitor_state()
 
     def _monitor_state_path(self) -> Path:
         safe = hashlib.sha256(self.session_id.encode("utf-8", "replace")).hexdigest()[:24]

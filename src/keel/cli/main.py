@@ -19,7 +19,13 @@ app = typer.Typer(
 )
 
 # Each module under keel.cli registers its own commands; keep this list in help order.
-COMMAND_MODULES = ("init", "policy", "stop", "journal", "demo")
+COMMAND_MODULES = ("init", "policy", "stop", "journal", "monitor", "demo")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"keel {__version__}")
+        raise typer.Exit(0)
 
 
 @app.callback()
@@ -28,11 +34,11 @@ def _root(
     workspace: Annotated[
         Path | None, typer.Option("--workspace", "-w", help="Workspace root directory.")
     ] = None,
-    version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version.", callback=_print_version, is_eager=True),
+    ] = False,
 ) -> None:
-    if version:
-        typer.echo(f"keel {__version__}")
-        raise typer.Exit(0)
     ctx.obj = {"workspace": workspace}
 
 

@@ -14,7 +14,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.rule import Rule
 
-SECTIONS: tuple[tuple[str, str], ...] = (("core", "Policy, emergency stop and the audit journal"),)
+SECTIONS: tuple[tuple[str, str], ...] = (
+    ("core", "Policy, emergency stop and the audit journal"),
+    ("monitor", "Monitor: a loop caught, guided, then stopped; gates before finishing"),
+)
 
 
 def run_demo(console: Console, sections: list[str] | None = None, keep: bool = False) -> None:

@@ -1,0 +1,125 @@
+"""``keel monitor scan``: the monitor's detectors over a recorded agent run.
+
+``scan_file(path)`` reads the run (see ``keel.monitor.formats``), feeds each session's events
+to a fresh ``Monitor`` through ``observe`` and reports every diagnostic with its step (the
+1-based index of the tool call), detector, level and evidence. The levels are what keel would
+have done live: the ladder escalates a problem that comes back after guidance.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from keel.monitor._monitor import Monitor
+from keel.monitor._state import Diagnostic
+from keel.monitor.formats import ScanFormat, read_run
+
+if TYPE_CHECKING:
+    from keel.config import KeelConfig
+
+
+@dataclass(frozen=True, slots=True)
+class RunScan:
+    """The diagnostics of one session of a recorded run."""
+
+    session_id: str
+    steps: int
+    """Tool calls in the session."""
+    events: int
+    diagnostics: tuple[Diagnostic, ...]
+    stopped_at: int | None
+    """The step at which keel would have stopped the session, if it would have."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "session_id": self.session_id,
+            "steps": self.steps,
+            "events": self.events,
+            "stopped_at": self.stopped_at,
+            "diagnostics": [d.to_dict() for d in self.diagnostics],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ScanReport:
+    """What ``scan_file`` found in one file."""
+
+    file: str
+    format: ScanFormat
+    runs: tuple[RunScan, ...]
+
+    @property
+    def diagnostics(self) -> tuple[Diagnostic, ...]:
+        """Every diagnostic of every run, in order."""
+        return tuple(d for run in self.runs for d in run.diagnostics)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "file": self.file,
+            "format": self.format,
+            "runs": [run.to_dict() for run in self.runs],
+            "diagnostics": len(self.diagnostics),
+        }
+
+
+def scan_file(
+    path: Path,
+    *,
+    format: ScanFormat | Literal["auto"] = "auto",
+    config: KeelConfig | None = None,
+    session: str | None = None,
+) -> ScanReport:
+    """Run the detectors over the recorded run in ``path``.
+
+    Raises:
+        UserError: the file cannot be read.
+        PayloadError: the file is not in the given (or any known) format.
+    """
+    if config is None:
+        from keel.config import KeelConfig
+
+        config = KeelConfig()
+    fmt, events = read_run(path, format)
+    sessions: dict[str, list[Any]] = {}
+    for event in events:
+        if session is None or event.session_id == session:
+            sessions.setdefault(event.session_id, []).append(event)
+    runs: list[RunScan] = []
+    for session_id, session_events in sessions.items():
+        monitor = Monitor(config, session_id=session_id)
+        found: list[Diagnostic] = []
+        stopped_at: int | None = None
+        for event in session_events:
+            found += monitor.observe(event)
+            if stopped_at is None and monitor.state.stopped:
+                stopped_at = monitor.state.step
+        runs.append(
+            RunScan(session_id, monitor.state.step, len(session_events), tuple(found), stopped_at)
+        )
+    return ScanReport(str(path), fmt, tuple(runs))
+
+
+def render_text(report: ScanReport) -> str:
+    """The report as plain text: one block per run, one line per diagnostic plus its evidence."""
+    count = len(report.diagnostics)
+    lines = [
+        f"{report.file} ({report.format}): {len(report.runs)} run(s), "
+        f"{count} diagnostic{'s' if count != 1 else ''}"
+    ]
+    for run in report.runs:
+        lines.append(f"session {run.session_id}: {run.steps} tool calls, {run.events} events")
+        for d in run.diagnostics:
+            lines.append(f"  step {d.step:>4}  {d.detector:<17} {d.level:<8} {d.message}")
+            lines.append(
+                f"             evidence: {json.dumps(d.evidence, ensure_ascii=False, default=str)}"
+            )
+        if not run.diagnostics:
+            lines.append("  no problems found")
+        if run.stopped_at is not None:
+            lines.append(f"  keel would have stopped this session at step {run.stopped_at}.")
+    return "\n".join(lines) + "\n"
