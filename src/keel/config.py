@@ -209,7 +209,9 @@ def parse_config(text: str, file: str = CONFIG_NAME) -> KeelConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         line = _toml_error_line(str(exc))
-        raise ConfigError(f"not valid TOML: {exc}", file=file, line=line, code="config.toml") from exc
+        raise ConfigError(
+            f"not valid TOML: {exc}", file=file, line=line, code="config.toml"
+        ) from exc
     try:
         return KeelConfig.model_validate(data)
     except ValidationError as exc:
@@ -234,7 +236,9 @@ def load_config(path: Path) -> KeelConfig:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", file=str(path), code="config.read") from exc
+        raise ConfigError(
+            f"cannot read: {exc.strerror}", file=str(path), code="config.read"
+        ) from exc
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -291,7 +295,11 @@ def _locate(text: str, loc: tuple[Any, ...]) -> int | None:
             path = [*table, key.group(1).strip("\"'")]
             if _matches(path, loc):
                 return number
-            if best is None and _matches(path, loc[: len(path)]) and len(path) == len(loc[: len(path)]):
+            if (
+                best is None
+                and _matches(path, loc[: len(path)])
+                and len(path) == len(loc[: len(path)])
+            ):
                 best = number
     return best
 

@@ -19,7 +19,7 @@ app = typer.Typer(
 )
 
 # Each module under keel.cli registers its own commands; keep this list in help order.
-COMMAND_MODULES = ("init", "policy", "stop", "journal", "monitor", "demo")
+COMMAND_MODULES = ("init", "policy", "stop", "journal", "plan", "monitor", "demo")
 
 
 def _print_version(value: bool) -> None:
@@ -36,7 +36,9 @@ def _root(
     ] = None,
     version: Annotated[
         bool,
-        typer.Option("--version", help="Print the version.", callback=_print_version, is_eager=True),
+        typer.Option(
+            "--version", help="Print the version.", callback=_print_version, is_eager=True
+        ),
     ] = False,
 ) -> None:
     ctx.obj = {"workspace": workspace}

@@ -1,0 +1,209 @@
+"""Final actions without a model: output, prompt, write, append, patch, command.
+
+``output.result`` and ``ui.prompt_user`` only report. Writes and commands are refused when the
+commitment lint flagged the step, when no policy is available, while the emergency stop is
+set, or when the policy does not allow them; every policy answer is journaled as a
+``decision``. Files are written inside the workspace without following symlinks; commands run
+in the sandbox in ``exec`` mode, on a scratch copy or overlay whose changes never reach the
+workspace.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from keel.config import KeelConfig
+from keel.decision import Decision
+from keel.plan._actions import ActionSpec
+from keel.plan._report import ActionRecord
+from keel.plan._template import as_text
+from keel.plan._validate import Issue, patch_paths
+from keel.probes import Failure, ProbeContext
+from keel.probes._fs import contain
+
+OUTPUT_CAP = 4000
+
+
+@dataclass(slots=True)
+class Committer:
+    """Carries out one final action and says what happened."""
+
+    workspace: Path
+    policy: Any
+    exec_sandbox: Any
+    config: KeelConfig
+    on_decision: Callable[[Decision, str], None]
+
+    def commit(
+        self, step_id: str, spec: ActionSpec, args: dict[str, Any], findings: Sequence[Issue]
+    ) -> ActionRecord:
+        """Run the action, or refuse it with a reason."""
+        name = spec.name
+        if spec.effect != "none":
+            if findings:
+                reason = "commitment lint: " + "; ".join(f.message for f in findings)
+                return ActionRecord(step_id, name, "refused", args, reason=reason)
+            if self.policy is None:
+                return ActionRecord(step_id, name, "refused", args, reason="no policy is available")
+            stopped = _stop_reason(self.workspace)
+            if stopped is not None:
+                reason = f"the emergency stop is set: {stopped}"
+                return ActionRecord(step_id, name, "refused", args, reason=reason)
+        match name:
+            case "output.result" | "ui.prompt_user":
+                return ActionRecord(
+                    step_id, name, "done", args, output=as_text(args.get("message"))
+                )
+            case "file.write" | "file.append":
+                return self._write(step_id, name, args)
+            case "patch.apply":
+                return self._patch(step_id, args)
+            case "command.run":
+                return self._command(step_id, args)
+            case _:
+                return ActionRecord(step_id, name, "refused", args, reason="not supported")
+
+    def _ask_policy(
+        self, step_id: str, name: str, args: dict[str, Any], decision: Decision, subject: str
+    ) -> ActionRecord | None:
+        self.on_decision(decision, subject)
+        if decision.allowed:
+            return None
+        return ActionRecord(
+            step_id, name, "refused", args, reason=f"policy: {decision.reason} [{decision.rule}]",
+            decision=decision.to_dict(),
+        )  # fmt: skip
+
+    def _write(self, step_id: str, name: str, args: dict[str, Any]) -> ActionRecord:
+        path, content = str(args["path"]), str(args["content"])
+        refused = self._ask_policy(step_id, name, args, _check_path(self.policy, path), path)
+        if refused is not None:
+            return refused
+        try:
+            written = write_file(self.workspace, path, content, append=name == "file.append")
+        except Failure as failure:
+            return ActionRecord(step_id, name, "failed", args, reason=failure.issue.describe())
+        verb = "appended" if name == "file.append" else "wrote"
+        return ActionRecord(step_id, name, "done", args, output=f"{verb} {written} bytes to {path}",
+                            decision={"decision": "allow"})  # fmt: skip
+
+    def _patch(self, step_id: str, args: dict[str, Any]) -> ActionRecord:
+        text = str(args["patch"])
+        for target in patch_paths(text):
+            refused = self._ask_policy(
+                step_id, "patch.apply", args, _check_path(self.policy, target), target
+            )
+            if refused is not None:
+                return refused
+        try:
+            from keel.workspace.patch import apply_patch
+        except ImportError:
+            return ActionRecord(
+                step_id, "patch.apply", "refused", args, reason="patch support is not installed"
+            )
+        from keel.errors import KeelError
+
+        try:
+            result = apply_patch(self.workspace, text, policy=self.policy)
+        except KeelError as exc:
+            return ActionRecord(
+                step_id, "patch.apply", "failed", args, reason=f"{exc.message} [{exc.code}]"
+            )
+        return ActionRecord(step_id, "patch.apply", "done", args, output=str(result)[:OUTPUT_CAP])
+
+    def _command(self, step_id: str, args: dict[str, Any]) -> ActionRecord:
+        line = str(args["command"])
+        refused = self._ask_policy(
+            step_id, "command.run", args, _check_command(self.policy, line), line
+        )
+        if refused is not None:
+            return refused
+        if self.exec_sandbox is None:
+            return ActionRecord(
+                step_id, "command.run", "refused", args, reason="no sandbox to run commands in"
+            )
+        timeout = float(args.get("timeout") or self.config.probes.command_timeout_seconds)
+        from keel.errors import SandboxError
+
+        try:
+            done = self.exec_sandbox.run(
+                ["/bin/sh", "-c", line], workspace=self.workspace, mode="exec", timeout=timeout
+            )
+        except SandboxError as exc:
+            return ActionRecord(
+                step_id, "command.run", "failed", args, reason=f"{exc.message} [{exc.code}]"
+            )
+        output = (done.stdout + done.stderr)[-OUTPUT_CAP:].decode("utf-8", "replace")
+        if done.timed_out:
+            return ActionRecord(
+                step_id,
+                "command.run",
+                "failed",
+                args,
+                output=output,
+                reason=f"timed out after {timeout:g} s",
+            )
+        status = "done" if done.exit_code == 0 else "failed"
+        reason = None if status == "done" else f"exit code {done.exit_code}"
+        return ActionRecord(step_id, "command.run", status, args, output=output, reason=reason)
+
+
+def _stop_reason(root: Path) -> str | None:
+    from keel.stop import stop_reason
+
+    try:
+        return stop_reason(root)
+    except Exception:  # an unreadable flag counts as set: fail closed
+        return "the stop flag cannot be read"
+
+
+def _check_path(policy: Any, path: str) -> Decision:
+    try:
+        return policy.check_path(path, "write")
+    except Exception as exc:
+        return Decision.deny("internal_error", f"the policy failed: {type(exc).__name__}")
+
+
+def _check_command(policy: Any, line: str) -> Decision:
+    try:
+        return policy.check_command(line)
+    except Exception as exc:
+        return Decision.deny("internal_error", f"the policy failed: {type(exc).__name__}")
+
+
+def write_file(workspace: Path, path: str, content: str, *, append: bool) -> int:
+    """Write or append text inside the workspace; never through a symlink, never to a non-file."""
+    ctx = ProbeContext(Path(os.path.realpath(workspace)))
+    real = contain(ctx, path, follow=False)
+    parent = real.parent
+    if not parent.is_dir():
+        raise Failure("fs.not_found", f"the directory of {path!r} does not exist")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+    flags |= os.O_APPEND if append else os.O_TRUNC
+    try:
+        st = os.lstat(real)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise Failure("fs.not_regular", f"{path!r} is not a regular file")
+    data = content.encode("utf-8")
+    try:
+        fd = os.open(real, flags, 0o644)
+    except OSError as exc:
+        raise Failure("fs.write", f"cannot open {path!r}: {exc.strerror}") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise Failure("fs.not_regular", f"{path!r} is not a regular file")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError as exc:
+        raise Failure("fs.write", f"cannot write {path!r}: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
+    return len(data)
