@@ -301,4 +301,6 @@ class Event:
 
 def canonical_json(value: Any) -> str:
     """Sorted keys, compact separators, no NaN: the form the journal hashes."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )

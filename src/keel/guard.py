@@ -152,7 +152,9 @@ class Guard:
         self._after_monitor()
         if guidance is not None and guidance.level != "hint":
             self._record_guidance(guidance, call.tool_use_id)
-            return Decision.deny(f"monitor.{guidance.detector}", guidance.message, _advice(guidance))
+            return Decision.deny(
+                f"monitor.{guidance.detector}", guidance.message, _advice(guidance)
+            )
         return decision
 
     def _checkpoint(self, call: ToolCall) -> None:
@@ -211,7 +213,11 @@ class Guard:
             lines.append(
                 "Task scope (only these paths may change): "
                 + ", ".join(self.config.scope.include)
-                + (f"; never {', '.join(self.config.scope.exclude)}" if self.config.scope.exclude else "")
+                + (
+                    f"; never {', '.join(self.config.scope.exclude)}"
+                    if self.config.scope.exclude
+                    else ""
+                )
             )
         if self.config.gates.required:
             lines.append(
@@ -268,7 +274,12 @@ class Guard:
         )
 
     def _append(
-        self, kind: EventKind, payload: Payload, *, span: str | None = None, parent: str | None = None
+        self,
+        kind: EventKind,
+        payload: Payload,
+        *,
+        span: str | None = None,
+        parent: str | None = None,
     ) -> None:
         if self.journal is None:
             return

@@ -14,7 +14,14 @@ ADMIN_SESSION = "keel-admin"
 def emergency_stop(root: Path, reason: str | None = None) -> StopStatus:
     """Set the stop flag and journal it."""
     status = set_stop(root, reason)
-    _journal(root, Event(kind="stop", session_id=ADMIN_SESSION, payload=StopPayload(status.reason or "", status.by)))
+    _journal(
+        root,
+        Event(
+            kind="stop",
+            session_id=ADMIN_SESSION,
+            payload=StopPayload(status.reason or "", status.by),
+        ),
+    )
     return status
 
 
@@ -22,7 +29,12 @@ def emergency_resume(root: Path) -> bool:
     """Clear the stop flag and journal it; True if it was set."""
     was_set = clear_stop(root)
     if was_set:
-        _journal(root, Event(kind="resume", session_id=ADMIN_SESSION, payload=StopPayload("resumed by the user")))
+        _journal(
+            root,
+            Event(
+                kind="resume", session_id=ADMIN_SESSION, payload=StopPayload("resumed by the user")
+            ),
+        )
     return was_set
 
 

@@ -14,7 +14,9 @@ from keel.root import find_root
 
 WorkspaceOpt = Annotated[
     Path | None,
-    typer.Option("--workspace", "-w", help="Workspace root (default: found from the current directory)."),
+    typer.Option(
+        "--workspace", "-w", help="Workspace root (default: found from the current directory)."
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
@@ -25,7 +27,9 @@ def workspace_root(ctx: typer.Context, workspace: Path | None = None) -> Path:
     return find_root(override=str(chosen) if chosen else None)
 
 
-def fail(error: KeelError | str, *, as_json: bool = False, exit_code: int | None = None) -> NoReturn:
+def fail(
+    error: KeelError | str, *, as_json: bool = False, exit_code: int | None = None
+) -> NoReturn:
     """Print an error (text or JSON on stderr) and exit: 2 for usage errors, else 1."""
     err = error if isinstance(error, KeelError) else KeelError(error)
     if as_json:

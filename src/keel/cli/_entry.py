@@ -10,9 +10,30 @@ from __future__ import annotations
 import sys
 
 
+def _fast_policy_check(args: list[str]) -> int | None:
+    """``[--workspace DIR] policy check ...`` without typer; ``None`` to fall back."""
+    workspace: str | None = None
+    if args and args[0] in ("--workspace", "-w") and len(args) > 1:
+        workspace, args = args[1], args[2:]
+    elif args and args[0].startswith("--workspace="):
+        workspace, args = args[0].partition("=")[2], args[1:]
+    if args[:2] != ["policy", "check"]:
+        return None
+    from keel.policy._fast import check_main
+
+    return check_main(args[2:], workspace)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run keel with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["hook"]:
+        from keel.cli.hook import main as hook_main
+
+        return hook_main(args[1:])
+    fast = _fast_policy_check(args)
+    if fast is not None:
+        return fast
     from keel.cli.main import app
 
     try:

@@ -19,7 +19,9 @@ def init(
     preset: Annotated[
         str, typer.Option("--preset", help="strict, developer or readonly.")
     ] = "developer",
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing keel.toml.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite an existing keel.toml.")
+    ] = False,
     workspace: WorkspaceOpt = None,
 ) -> None:
     """Write a commented keel.toml and .keel/, and add .keel/ to .gitignore."""

@@ -17,7 +17,9 @@ def register(app: typer.Typer) -> None:
 
 def stop(
     ctx: typer.Context,
-    reason: Annotated[str | None, typer.Option("--reason", help="Why; shown in every deny.")] = None,
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="Why; shown in every deny.")
+    ] = None,
     workspace: WorkspaceOpt = None,
 ) -> None:
     """Set the emergency stop: every decision is deny, in every process, until `keel resume`."""
@@ -53,4 +55,6 @@ def status(ctx: typer.Context, workspace: WorkspaceOpt = None, as_json: JsonOpt 
         typer.echo(f"STOP       set: {stop_info['reason']}")
     else:
         typer.echo("stop       not set")
-    typer.echo(f"journal    {info['journal']['events']} events in {info['journal']['sessions']} sessions")
+    typer.echo(
+        f"journal    {info['journal']['events']} events in {info['journal']['sessions']} sessions"
+    )

@@ -1,0 +1,36 @@
+"""The policy engine: default deny, deny beats ask beats allow, a rule id on every decision.
+
+``Policy`` judges shell command lines (parsed with tree-sitter-bash, wrappers unwrapped),
+file paths (canonicalised against the workspace root, protected globs, scope), URLs
+(against the network allowlist) and whole tool calls. ``check_main`` is the fast
+``keel policy check`` entry used before typer is imported.
+
+Importing this package is cheap: ``Policy`` (and with it ``keel.decision``, ``keel.calls``
+and ``dataclasses``) is loaded on first access, so the fast path never pays for it.
+
+Rule ids are stable: ``constraint.<id>`` (a constraint's ``id``, else its 0-based index),
+``input.*``, ``risk.*``, ``path.*``, ``network.*``, ``parse.*``, ``config.allow|ask|deny``,
+``preset.<name>.allow|ask|deny|no_writes``, ``default.ask|deny``, ``command.empty``,
+``call.no_path`` and ``internal_error``.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing costs 3 ms to import on the hook path
+if TYPE_CHECKING:
+    from keel.policy._fast import check_main
+    from keel.policy._policy import Policy, patch_paths
+
+__all__ = ["Policy", "check_main", "patch_paths"]
+
+
+def __getattr__(name: str) -> object:
+    if name in ("Policy", "patch_paths"):
+        from keel.policy import _policy
+
+        return getattr(_policy, name)
+    if name == "check_main":
+        from keel.policy._fast import check_main
+
+        return check_main
+    raise AttributeError(f"module 'keel.policy' has no attribute {name!r}")

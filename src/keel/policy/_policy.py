@@ -1,0 +1,189 @@
+"""The public policy object: compiled once per workspace, immutable, fail-closed."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, assert_never
+
+from keel.calls import ToolCall
+from keel.decision import Decision
+from keel.errors import UsageError
+from keel.policy._core import Engine, with_suggestion, worst
+from keel.policy._presets import PRESETS
+from keel.policy._snapshot import default_snapshot, load_snapshot, snapshot_from_config
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from keel.config import KeelConfig
+    from keel.policy._core import Verdict
+
+PathOp = Literal["read", "write", "edit"]
+_PATCH_PATH = re.compile(
+    r"^(?:\+\+\+ |--- |\*\*\* (?:Add|Update|Delete) File: |\*\*\* Move to: |rename (?:from|to) |"
+    r"copy (?:from|to) )(.+?)\s*$",
+    re.MULTILINE,
+)
+_DIFF_GIT = re.compile(r"^diff --git (\S+) (\S+)\s*$", re.MULTILINE)
+
+
+class Policy:
+    """Decides commands, paths, URLs and tool calls for one workspace.
+
+    Build it with :meth:`from_config` (a validated config) or :meth:`for_root` (the
+    workspace's keel.toml through the snapshot cache). Every check returns a
+    :class:`~keel.decision.Decision`; an exception inside a check becomes
+    ``deny`` with rule ``internal_error``, never a traceback or an allow.
+    """
+
+    __slots__ = ("_engine",)
+
+    def __init__(self, engine: Engine) -> None:
+        """Wrap a compiled engine (use the class methods instead)."""
+        self._engine = engine
+
+    @classmethod
+    def from_config(cls, config: KeelConfig, root: Path) -> Policy:
+        """The policy of ``config`` for the workspace at ``root``."""
+        return cls(Engine(snapshot_from_config(config), str(root)))
+
+    @classmethod
+    def for_root(
+        cls, root: Path, *, preset: str | None = None, config_file: Path | None = None
+    ) -> Policy:
+        """The policy of ``root``'s keel.toml (or ``config_file``), cached as a snapshot.
+
+        Raises:
+            ConfigError: the config file is unreadable or invalid.
+            UsageError: ``preset`` is not a known preset.
+        """
+        _check_preset(preset)
+        snapshot = load_snapshot(str(root), config_file=str(config_file) if config_file else None)
+        return cls(Engine(snapshot, str(root), preset))
+
+    @classmethod
+    def for_preset(cls, preset: str, root: Path) -> Policy:
+        """The embedded defaults of ``preset``, ignoring any keel.toml."""
+        _check_preset(preset)
+        return cls(Engine(default_snapshot(preset), str(root)))
+
+    @property
+    def preset(self) -> str:
+        """The preset in effect."""
+        return self._engine.preset
+
+    @property
+    def root(self) -> Path:
+        """The workspace root."""
+        return Path(self._engine.root)
+
+    def check_command(self, line: str, cwd: str | None = None) -> Decision:
+        """Judge a shell command line (``cwd``: where it runs, default the root)."""
+        return _guard(lambda: self._engine.check_line(line, cwd))
+
+    def check_path(self, path: str, op: PathOp, cwd: str | None = None) -> Decision:
+        """Judge reading (``read``) or changing (``write``, ``edit``) ``path``."""
+        return _guard(lambda: self._engine.check_path(path, op, cwd))
+
+    def check_url(self, url: str) -> Decision:
+        """Judge fetching ``url`` against the network allowlist."""
+        return _guard(lambda: self._engine.check_url(url))
+
+    def check_call(self, call: ToolCall) -> Decision:
+        """Judge a tool call by its kind; patches are judged by every path they touch."""
+        return _guard(lambda: self._call(call))
+
+    def _call(self, call: ToolCall) -> Verdict:
+        engine = self._engine
+        match call.kind:
+            case "exec":
+                return engine.check_line(call.command or "", call.cwd)
+            case "read" | "write" | "edit":
+                paths = [*call.paths, *patch_paths(call.patch or "")]
+                if not paths:
+                    return engine.level(
+                        "unparseable", "call.no_path", f"{call.tool} names no file", None
+                    )
+                op = "read" if call.kind == "read" else "write"
+                return worst([engine.check_path(p, op, call.cwd) for p in paths]) or (
+                    "deny",
+                    "internal_error",
+                    "",
+                    None,
+                )
+            case "network":
+                return engine.check_url(call.url or "")
+            case "mcp" | "other":
+                verdict = engine.tier([call.tool])
+                if verdict[1].startswith("default."):
+                    return (
+                        verdict[0],
+                        verdict[1],
+                        f"{call.kind} tool {call.tool!r} is not on an allow list",
+                        "add it to [policy] allow in keel.toml",
+                    )
+                return verdict
+            case _:
+                assert_never(call.kind)
+
+    def written_paths(self, line: str) -> list[Path]:
+        """Files a command line writes: redirects, tee, sed -i, cp, mv, rm, touch, chmod, ln..."""
+        try:
+            return [Path(p) for p in self._engine.written_paths(line)]
+        except Exception:
+            return []
+
+    def in_scope(self, path: str) -> bool:
+        """True if ``path`` is inside the workspace and matched by ``[scope]``."""
+        try:
+            return self._engine.in_scope(path)
+        except Exception:
+            return False
+
+    def explain(self) -> dict[str, Any]:
+        """The effective policy: preset, command tiers, paths, network, constraints."""
+        return self._engine.explain()
+
+
+def _check_preset(preset: str | None) -> None:
+    if preset is not None and preset not in PRESETS:
+        raise UsageError(
+            f"unknown preset {preset!r} (choose from {', '.join(PRESETS)})", code="usage.preset"
+        )
+
+
+def _guard(check: Callable[[], Verdict]) -> Decision:
+    try:
+        decision, rule, reason, suggestion = with_suggestion(check())
+    except Exception as exc:  # fail closed: a bug in a rule must never allow
+        return Decision.deny(
+            "internal_error",
+            f"the policy check failed: {type(exc).__name__}: {exc}",
+            "report this as a keel bug; the action was blocked to be safe",
+        )
+    match decision:
+        case "allow":
+            return Decision.allow(rule, reason)
+        case "ask":
+            return Decision.ask(rule, reason, suggestion)
+        case _:
+            return Decision.deny(rule, reason, suggestion)
+
+
+def patch_paths(text: str) -> list[str]:
+    """Every file a unified diff or ``*** Begin Patch`` text touches."""
+    out: list[str] = []
+    for m in _DIFF_GIT.finditer(text):
+        out.extend(m.groups())
+    out.extend(m.group(1) for m in _PATCH_PATH.finditer(text))
+    cleaned: list[str] = []
+    for p in out:
+        p = p.split("\t", 1)[0]
+        if p == "/dev/null":
+            continue
+        if p[:2] in ("a/", "b/"):
+            p = p[2:]
+        if p not in cleaned:
+            cleaned.append(p)
+    return cleaned

@@ -1,0 +1,774 @@
+"""What one simple command reads, writes, reaches and risks: facts for the engine to judge.
+
+Each function looks at a normalised command name and its arguments (``None`` for a word only
+known at run time) and returns plain facts; the engine turns facts into decisions.
+"""
+
+from __future__ import annotations
+
+import re
+
+from keel.policy._shell import ENV_RISKS, SHELLS, Cmd
+
+FETCHERS = frozenset(
+    [
+        "curl",
+        "wget",
+        "http",
+        "https",
+        "aria2c",
+        "lynx",
+        "links",
+        "w3m",
+        "nc",
+        "ncat",
+        "netcat",
+        "telnet",
+        "socat",
+        "ssh",
+        "scp",
+        "sftp",
+        "rsync",
+        "ftp",
+        "tftp",
+        "openssl",
+    ]
+)
+INTERPRETERS = frozenset(
+    [
+        "python",
+        "pypy",
+        "pypy3",
+        "perl",
+        "ruby",
+        "node",
+        "nodejs",
+        "php",
+        "lua",
+        "luajit",
+        "bun",
+        "deno",
+    ]
+)
+STD_BIN = ("/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/", "/usr/local/sbin/")
+VENV_BIN = (".venv/bin/", "venv/bin/", "./.venv/bin/", "./venv/bin/", "env/bin/")
+NO_PATH_ARGS = frozenset({"echo", "printf", "test", "[", "true", "false", ":", "expr", "seq"})
+READERS = frozenset(
+    [
+        "cat",
+        "head",
+        "tail",
+        "less",
+        "more",
+        "wc",
+        "sort",
+        "uniq",
+        "cut",
+        "nl",
+        "tac",
+        "rev",
+        "xxd",
+        "od",
+        "hexdump",
+        "strings",
+        "md5sum",
+        "sha1sum",
+        "sha256sum",
+        "sha512sum",
+        "cksum",
+        "file",
+        "stat",
+        "ls",
+        "tree",
+        "du",
+        "diff",
+        "cmp",
+        "comm",
+        "source",
+        ".",
+        "cd",
+        "pushd",
+        "zcat",
+        "bzcat",
+        "xzcat",
+        "base64",
+        "iconv",
+        "column",
+        "fold",
+        "fmt",
+        "paste",
+        "readlink",
+        "realpath",
+        "cp",
+        "rsync",
+        "scp",
+        "tar",
+        "unzip",
+    ]
+)
+PATTERN_FIRST = frozenset(
+    ["grep", "egrep", "fgrep", "rg", "ag", "ack", "zgrep", "awk", "gawk", "mawk", "sed", "jq"]
+)
+# Patterns are compiled on first use (re caches them): most checks need none of them.
+_PY_NAME = r"^python(\d+(\.\d+)?)?$"
+_PIP_NAME = r"^pip(\d+(\.\d+)?)?$"
+_URL = r"^[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)"
+_SCP = r"^(?:[^@/:]+@)?([A-Za-z0-9.\-\[\]]+):"
+
+_CODE_RISK: dict[str, str] = {
+    "python": (
+        r"socket|\bpty\b|subprocess|os\s*\.\s*(system|popen|exec|spawn|fork|dup2|remove|unlink|"
+        r"rmdir|kill|setuid)|shutil\s*\.\s*rmtree|__import__|\beval\s*\(|\bexec\s*\(|urllib|"
+        r"requests|http\.client|ftplib|telnetlib|paramiko|ctypes|commands\.|importlib|pickle|"
+        r"marshal|compile\s*\(|/dev/tcp"
+    ),
+    "perl": (
+        r"socket|IO::Socket|\bexec\b|\bsystem\b|\bfork\b|`|\bqx\b|open\s*\(.*\||/dev/tcp|"
+        r"unlink|rmtree|LWP|HTTP::"
+    ),
+    "ruby": (
+        r"socket|Socket|\bexec\b|\bsystem\b|\bspawn\b|`|%x|IO\.popen|\bfork\b|Open3|"
+        r"FileUtils\.rm|File\.delete|Net::HTTP|open-uri"
+    ),
+    "node": (
+        r"child_process|require\(\s*['\"](net|dgram|tls|http|https|fs)['\"]|\bnet\.|"
+        r"process\.binding|execSync|spawn|\bfs\.(rm|unlink|write)|fetch\s*\(|eval\s*\("
+    ),
+    "php": (
+        r"fsockopen|socket_|\bexec\b|\bsystem\b|shell_exec|passthru|popen|proc_open|`|"
+        r"\beval\b|unlink|file_put_contents|curl_"
+    ),
+    "lua": r"os\.execute|io\.popen|socket|os\.remove",
+    "awk": r"system\s*\(|\|\s*getline|\|&|/inet/",
+}
+_CODE_FLAGS = {
+    "python": ("c",),
+    "perl": ("e", "E"),
+    "ruby": ("e",),
+    "node": ("e", "p"),
+    "php": ("r",),
+    "lua": ("e",),
+    "bun": ("e",),
+    "deno": (),
+}
+_LANG = {"pypy": "python", "pypy3": "python", "nodejs": "node", "luajit": "lua", "bun": "node"}
+POWER = frozenset(["shutdown", "reboot", "halt", "poweroff"])
+ADMIN = frozenset(
+    [
+        "mount",
+        "umount",
+        "useradd",
+        "userdel",
+        "usermod",
+        "groupadd",
+        "passwd",
+        "chpasswd",
+        "visudo",
+        "iptables",
+        "ip6tables",
+        "nft",
+        "modprobe",
+        "insmod",
+        "rmmod",
+        "swapoff",
+        "swapon",
+        "chattr",
+        "setenforce",
+    ]
+)
+DISK = frozenset(["fdisk", "sfdisk", "parted", "wipefs", "mke2fs", "mkswap", "cryptsetup"])
+
+Risk = tuple[str, str, str]
+_OPEN_MODES = frozenset({"777", "0777", "a+rwx", "ugo+rwx", "o+w", "a+w", "666", "o+rwx"})
+
+
+def normalise(name: str) -> str:
+    """The name a command is matched by: ``/usr/bin/rm`` -> ``rm``, ``python3.11`` -> ``python``."""
+    for prefix in (*STD_BIN, *VENV_BIN):
+        if name.startswith(prefix) and "/" not in name[len(prefix) :]:
+            name = name[len(prefix) :]
+            break
+    if name.startswith("python") and re.match(_PY_NAME, name):
+        return "python"
+    if name.startswith("pip") and re.match(_PIP_NAME, name):
+        return "pip"
+    return name
+
+
+_GIT_GLOBAL_FLAGS = frozenset(
+    {
+        "--no-pager",
+        "-P",
+        "--paginate",
+        "--no-replace-objects",
+        "--literal-pathspecs",
+        "--no-optional-locks",
+    }
+)
+_PY_FLAGS = frozenset({"-u", "-B", "-O", "-OO", "-I", "-E", "-s", "-S", "-q", "-b", "-bb"})
+
+
+def match_args(name: str, args: list[str | None]) -> list[str | None]:
+    """The arguments patterns are matched against: harmless global options dropped."""
+    out: list[str | None] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if name == "git" and a in _GIT_GLOBAL_FLAGS:
+            i += 1
+        elif name == "git" and a == "-C" and not out:
+            i += 2
+        elif name == "python" and not out and a in _PY_FLAGS:
+            i += 1
+        elif name == "python" and not out and a in ("-W", "-X"):
+            i += 2
+        else:
+            out.append(a)
+            i += 1
+    return out
+
+
+def positional(args: list[str | None], with_arg: frozenset[str] = frozenset()) -> list[str | None]:
+    """Arguments that are not options (everything after ``--`` counts)."""
+    out: list[str | None] = []
+    skip = False
+    rest = False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if rest or a is None or not a.startswith("-") or a == "-":
+            out.append(a)
+        elif a == "--":
+            rest = True
+        elif a in with_arg:
+            skip = True
+    return out
+
+
+def short_flags(args: list[str | None]) -> str:
+    """All single-letter flags, concatenated (``-rf -v`` -> ``rfv``)."""
+    return "".join(a[1:] for a in args if a and a.startswith("-") and not a.startswith("--"))
+
+
+def interpreter_code(
+    name: str, args: list[str | None], heredoc: str | None
+) -> tuple[str, str | None] | None:
+    """``(language, code)`` for a one-liner (``None`` code when dynamic), else ``None``."""
+    lang = _LANG.get(name, name)
+    if name in ("awk", "gawk", "mawk", "nawk"):
+        prog = positional(args, frozenset({"-f", "-v", "-F"}))
+        return ("awk", prog[0]) if prog else None
+    flags = _CODE_FLAGS.get(name) or _CODE_FLAGS.get(lang)
+    if flags is None:
+        return None
+    for i, a in enumerate(args):
+        if a is None:
+            continue
+        if a in ("--eval", "--print", "-r") or (
+            a.startswith("-") and not a.startswith("--") and a[-1:] in flags
+        ):
+            return lang, args[i + 1] if i + 1 < len(args) else None
+        if not a.startswith("-"):
+            return None
+    if lang == "python" and (not args or args[-1] == "-") and heredoc is not None:
+        return lang, heredoc
+    return None
+
+
+def code_risk(lang: str, code: str) -> bool:
+    """True if a one-liner opens shells, sockets or processes, or deletes."""
+    pattern = _CODE_RISK.get(lang)
+    return bool(pattern and re.search(pattern, code))
+
+
+def reads_stdin_script(name: str, args: list[str | None]) -> bool:
+    """A shell or interpreter that would run whatever arrives on stdin."""
+    if name not in SHELLS and name not in INTERPRETERS:
+        return False
+    pos = positional(args)
+    return not pos or pos == ["-"] or (name in SHELLS and "-s" in args)
+
+
+def risks(cmd: Cmd, name: str, args: list[str | None]) -> list[Risk]:
+    """Deny-level risks of one command: (rule, reason, suggestion)."""
+    out: list[Risk] = []
+    flags = short_flags(args)
+    words = [a for a in args if a is not None]
+    if name in SHELLS or name in ("eval", "source", ".") or name in INTERPRETERS:
+        fetched = set(cmd.sub_names) & FETCHERS
+        if fetched or (reads_stdin_script(name, args) and set(cmd.piped_from) & FETCHERS):
+            out.append(
+                (
+                    "risk.pipe_to_shell",
+                    f"{name} runs code fetched from the network",
+                    "download to a file, review it, then run it",
+                )
+            )
+    lowered = " ".join(words).lower() + " " + " ".join(t or "" for _, t in cmd.redirects)
+    if ("/dev/tcp/" in lowered or "/dev/udp/" in lowered) and (
+        name in SHELLS
+        or name in ("exec", "")
+        or "-i" in args
+        or any(op in ("<>", "<&", ">&", "&>") for op, _ in cmd.redirects)
+    ):
+        out.append(("risk.reverse_shell", "a shell connected to a network socket", "do not"))
+    if name in ("nc", "ncat", "netcat") and (
+        set(flags) & {"e", "c"}
+        or any(w.startswith(("--exec", "--sh-exec", "--lua-exec")) for w in words)
+    ):
+        out.append(("risk.reverse_shell", f"{name} runs a program for a network peer", "do not"))
+    if name == "socat" and re.search(r"\b(exec|system):", lowered):
+        out.append(("risk.reverse_shell", "socat connects a program to a socket", "do not"))
+    if name in ("xterm",) and "-display" in words:
+        out.append(("risk.reverse_shell", "xterm opened on a remote display", "do not"))
+    out.extend(_code_risks(cmd, name, args))
+    out.extend(_git_risks(name, args))
+    out.extend(_system_risks(cmd, name, args, flags, words))
+    return out
+
+
+def _code_risks(cmd: Cmd, name: str, args: list[str | None]) -> list[Risk]:
+    found = interpreter_code(name, args, cmd.heredoc)
+    if found is None:
+        return []
+    lang, code = found
+    if code is not None and code_risk(lang, code):
+        return [
+            (
+                "risk.interpreter_oneliner",
+                f"a {lang} one-liner that opens shells, sockets or processes, or deletes",
+                "write the code to a file in the workspace and run its tests",
+            )
+        ]
+    return []
+
+
+def git_subcommand(args: list[str | None]) -> tuple[str | None, list[str | None]]:
+    """The git subcommand and its arguments, skipping global options."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-C", "-c", "--git-dir", "--work-tree", "--namespace"):
+            i += 2
+            continue
+        if a is not None and a.startswith("-"):
+            i += 1
+            continue
+        return a, args[i + 1 :]
+    return None, []
+
+
+def _git_risks(name: str, args: list[str | None]) -> list[Risk]:
+    if name == "git-filter-repo":
+        return [("risk.history_rewrite", "rewrites git history", "ask a person to do this")]
+    if name != "git":
+        return []
+    sub, rest = git_subcommand(args)
+    words = [a for a in rest if a is not None]
+    flags = short_flags(rest)
+    if sub == "reset" and "--hard" in words:
+        return [
+            (
+                "risk.git_reset_hard",
+                "git reset --hard throws away uncommitted work",
+                "use git stash, or keel's checkpoints and rollback",
+            )
+        ]
+    if sub == "clean" and ("f" in flags or "--force" in words) and (set(flags) & {"d", "x", "X"}):
+        return [
+            (
+                "risk.git_clean",
+                "git clean -fdx deletes untracked and ignored files",
+                "delete the specific files you mean, or run git clean -n first",
+            )
+        ]
+    if sub == "push" and (
+        "f" in flags
+        or any(w.startswith(("--force", "--mirror")) for w in words)
+        or any(w.startswith("+") for w in words)
+    ):
+        return [
+            (
+                "risk.git_force_push",
+                "a force push rewrites shared history",
+                "push without --force, or ask a person",
+            )
+        ]
+    if sub in ("filter-branch", "filter-repo") or (sub == "reflog" and "expire" in words):
+        return [("risk.history_rewrite", f"git {sub} rewrites history", "ask a person to do this")]
+    if sub is None and any(a is None for a in args):
+        return []
+    return []
+
+
+def _system_risks(
+    cmd: Cmd, name: str, args: list[str | None], flags: str, words: list[str]
+) -> list[Risk]:
+    out: list[Risk] = []
+    if (
+        name in POWER
+        or (name == "init" and words[:1] in (["0"], ["6"]))
+        or (name == "systemctl" and set(words) & {"poweroff", "reboot", "halt", "kexec"})
+    ):
+        out.append(("risk.system_power", f"{name} stops or restarts the machine", "do not"))
+    if name in ADMIN or (name == "sysctl" and "w" in flags) or (name == "crontab" and "r" in flags):
+        out.append(("risk.system_admin", f"{name} changes the system", "ask a person to do this"))
+    if (
+        name.startswith("mkfs")
+        or name in DISK
+        or (name == "dd" and any(w.startswith("of=/dev/") and w != "of=/dev/null" for w in words))
+        or (name == "shred" and any(w.startswith("/dev/") for w in words))
+    ):
+        out.append(("risk.disk", f"{name} writes to a disk or partition", "do not"))
+    if name == "kill" and "-1" in words:
+        out.append(("risk.kill_all", "kill -1 signals every process", "kill a specific pid"))
+    recursive = "R" in flags or "--recursive" in words
+    opens = name != "chmod" or bool(set(words) & _OPEN_MODES)
+    if recursive and opens and name in ("chmod", "chown", "chgrp"):
+        out.append(
+            (
+                "risk.chmod_777",
+                f"recursive {name} opening permissions",
+                "change the mode of the specific files you mean",
+            )
+        )
+    env_args = [w.split("=", 1)[0] for w in words] if name == "env" else []
+    for var in [n for n, _ in cmd.assigns] + env_args:
+        if var in ENV_RISKS or var in (
+            "LD_PRELOAD",
+            "LD_LIBRARY_PATH",
+            "LD_AUDIT",
+            "BASH_ENV",
+            "ENV",
+            "PROMPT_COMMAND",
+        ):
+            out.append(("risk.env_injection", f"{var} injects code into every program", "do not"))
+    return out
+
+
+def is_recursive_delete(name: str, args: list[str | None]) -> bool:
+    """``rm -r``/``-R``/``--recursive`` (or ``rmdir -p``)."""
+    if name != "rm":
+        return False
+    flags = short_flags(args)
+    return "r" in flags or "R" in flags or "--recursive" in args
+
+
+def reads(name: str, args: list[str | None]) -> list[str | None]:
+    """Arguments read as files; other path-looking arguments are judged by the engine."""
+    if name in PATTERN_FIRST:
+        pos = positional(
+            args, frozenset({"-e", "-f", "-m", "-A", "-B", "-C", "-g", "-t", "--type"})
+        )
+        explicit = any(a in ("-e", "-f", "--regexp", "--file") for a in args)
+        return pos if explicit else pos[1:]
+    if name in READERS:
+        return positional(args, frozenset({"-n", "-c", "-t", "-S", "-o", "-d", "-L", "-I"}))
+    return []
+
+
+def looks_like_path(arg: str) -> bool:
+    """An argument that names a file outside the obvious (absolute, home, parent, encoded)."""
+    if arg.startswith(("/", "~", "\\")) or arg == "..":
+        return True
+    low = arg.lower()
+    return (
+        "../" in arg
+        or "/.." in arg
+        or "..\\" in arg
+        or "%2e" in low
+        or "%2f" in low
+        or "%5c" in low
+        or low.startswith(("file:", "$home"))
+    )
+
+
+def writes(name: str, args: list[str | None]) -> list[str | None]:
+    """Files a command writes, from its arguments (redirects are handled by the engine)."""
+    pos = positional
+    match name:
+        case "tee":
+            return pos(args)
+        case "rm" | "rmdir" | "unlink" | "shred" | "touch" | "mkdir" | "truncate":
+            return pos(args, frozenset({"-m", "-s", "-d", "-t", "-r", "--mode", "--size"}))
+        case "mv":
+            return pos(args, frozenset({"-t", "-S", "--suffix"})) + _target_dir(args)
+        case "cp" | "install" | "ln" | "rsync" | "scp":
+            targets = _target_dir(args)
+            if targets:
+                return targets
+            p = pos(args, frozenset({"-t", "-S", "-m", "-o", "-g", "--suffix", "-e", "-P"}))
+            if name == "ln" and len(p) == 1:
+                return ["."]
+            last = p[-1:] if len(p) > 1 else []
+            return [t for t in last if t is None or not re.match(_SCP, t)]
+        case "chmod" | "chown" | "chgrp":
+            p = pos(args)
+            return p if any((a or "").startswith("--reference") for a in args) else p[1:]
+        case "sed":
+            return _sed_writes(args)
+        case "perl" if any(
+            a and a.startswith("-") and "i" in a and not a.startswith("--") for a in args
+        ):
+            return pos(args)[1:]
+        case "dd":
+            return [a[3:] for a in args if a and a.startswith("of=")]
+        case "sort":
+            return [args[i + 1] for i, a in enumerate(args[:-1]) if a == "-o"] + [
+                a[9:] for a in args if a and a.startswith("--output=")
+            ]
+        case "curl":
+            return [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-o", "--output")]
+        case "wget":
+            return [
+                args[i + 1]
+                for i, a in enumerate(args[:-1])
+                if a in ("-O", "-P", "--output-document")
+            ]
+        case "tar":
+            first = args[0] if args else None
+            if (
+                "--extract" in args
+                or "x" in short_flags(args)
+                or (first is not None and not first.startswith("-") and "x" in first)
+            ):
+                d = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-C", "--directory")]
+                return d or ["."]
+            return []
+        case "unzip":
+            d = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "-d"]
+            return d or ["."]
+        case "find":
+            actions = ("-delete", "-fprint", "-fprint0", "-fprintf", "-fls")
+            return [None] if any(a in actions for a in args) else []
+        case "patch" | "git-apply":
+            return [None]
+        case "git":
+            out = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("--output", "-o")]
+            return out + [a.split("=", 1)[1] for a in args if a and a.startswith("--output=")]
+        case "awk" | "gawk" | "mawk" | "nawk":
+            prog = positional(args, frozenset({"-f", "-v", "-F"}))
+            return [None] if prog and (prog[0] is None or re.search(_AWK_WRITE, prog[0])) else []
+        case _:
+            return []
+
+
+def _target_dir(args: list[str | None]) -> list[str | None]:
+    out = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-t", "--target-directory")]
+    return out + [a.split("=", 1)[1] for a in args if a and a.startswith("--target-directory=")]
+
+
+_AWK_WRITE = r"print[f]?[^;}]*>|\bfflush\b|\bclose\s*\("
+_SED_WRITE = r"(^|[;}\n/])\s*[weWR]\s*\S|/[gpIiMme0-9]*[we]\s*\S"
+
+
+def _sed_writes(args: list[str | None]) -> list[str | None]:
+    in_place = any(
+        a
+        and (
+            a.startswith("--in-place")
+            or (a.startswith("-") and not a.startswith("--") and "i" in a)
+        )
+        for a in args
+    )
+    script = positional(args, frozenset({"-l"}))[:1]
+    scripts = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-e", "--expression")]
+    if any(t is None or re.search(_SED_WRITE, t) for t in scripts or script):
+        return [None]
+    if not in_place:
+        return []
+    explicit = any(a in ("-e", "-f", "--expression", "--file") for a in args)
+    pos = positional(args, frozenset({"-e", "-f", "--expression", "--file", "-l"}))
+    return pos if explicit else pos[1:]
+
+
+def hosts(name: str, args: list[str | None]) -> list[str | None]:
+    """Hosts a command connects to (``None`` when only known at run time)."""
+    out: list[str | None] = []
+    for a in args:
+        if a is None:
+            continue
+        h = url_host(a)
+        if h is not None:
+            out.append(h)
+        if "/dev/tcp/" in a or "/dev/udp/" in a:
+            out.append(a.split("/dev/", 1)[1].split("/")[1] if a.count("/") >= 3 else None)
+    match name:
+        case "curl" | "wget" | "http" | "https" | "aria2c" | "lynx" | "links" | "w3m":
+            value_opts = _CURL_ARGS if name == "curl" else _WGET_ARGS
+            for a in positional(args, value_opts):
+                if a is None:
+                    out.append(None)
+                elif "://" not in a:
+                    out.append(a.split("/", 1)[0].split(":", 1)[0].split("@")[-1].lower() or None)
+            for i, a in enumerate(args[:-1]):
+                if a in ("--url", "-x", "--proxy", "-e", "--referer") and name == "curl":
+                    out.append(url_host(args[i + 1] or "") or (args[i + 1] or None))
+        case "ssh" | "sftp" | "telnet" | "nc" | "ncat" | "netcat" | "ftp" | "tftp" | "mosh":
+            p = positional(
+                args, _SSH_ARGS if name == "ssh" else frozenset({"-p", "-w", "-s", "-i", "-q"})
+            )
+            if p:
+                out.append(None if p[0] is None else p[0].split("@")[-1].split(":")[0].lower())
+            elif name in ("nc", "ncat", "netcat"):
+                out.append("listen")
+        case "scp" | "rsync":
+            for a in positional(args, frozenset({"-P", "-i", "-e", "-o", "-F"})):
+                m = re.match(_SCP, a or "")
+                if a is None or (m and "://" not in a):
+                    out.append(m.group(1).lower() if m else None)
+        case "git":
+            sub, rest = git_subcommand(args)
+            if sub in ("clone", "fetch", "pull", "push", "ls-remote", "remote", "submodule"):
+                for a in positional(rest):
+                    m = re.match(_SCP, a or "")
+                    if a is not None and m and "://" not in a:
+                        out.append(m.group(1).lower())
+        case "pip" | "uv" | "python" | "npm" | "yarn" | "pnpm":
+            out.extend(_package_hosts(name, args))
+        case _:
+            pass
+    return out
+
+
+def _package_hosts(name: str, args: list[str | None]) -> list[str | None]:
+    words = [a for a in args if a is not None]
+    if name == "python":
+        if words[:2] != ["-m", "pip"]:
+            return []
+        words = words[2:]
+    if name == "uv" and words[:1] == ["pip"]:
+        words = words[1:]
+    if not words or words[0] not in ("install", "download", "i", "add", "ci"):
+        return []
+    out: list[str | None] = []
+    explicit = False
+    for i, w in enumerate(words[:-1]):
+        if w in ("-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--registry"):
+            out.append(url_host(words[i + 1]))
+            explicit = explicit or w in ("-i", "--index-url", "--registry")
+    for w in words:
+        for opt in ("--index-url=", "--extra-index-url=", "--registry=", "--find-links="):
+            if w.startswith(opt):
+                out.append(url_host(w[len(opt) :]))
+                explicit = explicit or opt in ("--index-url=", "--registry=")
+    if not explicit:
+        out.extend(("registry.npmjs.org",) if name in ("npm", "yarn", "pnpm") else ("pypi.org",))
+    return out
+
+
+def url_host(text: str) -> str | None:
+    """The lower-cased host of ``scheme://[user@]host[:port]/...``, or ``None``."""
+    m = re.match(_URL, text.strip())
+    if not m:
+        return None
+    netloc = m.group(1).rsplit("@", 1)[-1]
+    if netloc.startswith("["):
+        return netloc[1:].split("]", 1)[0].lower()
+    return netloc.split(":", 1)[0].rstrip(".").lower() or None
+
+
+_CURL_ARGS = frozenset(
+    [
+        "-o",
+        "--output",
+        "-d",
+        "--data",
+        "--data-binary",
+        "--data-raw",
+        "--data-urlencode",
+        "-H",
+        "--header",
+        "-X",
+        "--request",
+        "-u",
+        "--user",
+        "-A",
+        "--user-agent",
+        "-e",
+        "--referer",
+        "-w",
+        "--write-out",
+        "-T",
+        "--upload-file",
+        "-F",
+        "--form",
+        "-b",
+        "--cookie",
+        "-c",
+        "--cookie-jar",
+        "--connect-to",
+        "--resolve",
+        "-x",
+        "--proxy",
+        "-m",
+        "--max-time",
+        "--url",
+        "-K",
+        "--config",
+        "-r",
+        "--range",
+        "-E",
+        "--cert",
+        "--key",
+        "--cacert",
+        "-y",
+        "-Y",
+        "--retry",
+        "--connect-timeout",
+    ]
+)
+_WGET_ARGS = frozenset(
+    [
+        "-O",
+        "--output-document",
+        "-o",
+        "--output-file",
+        "-P",
+        "--directory-prefix",
+        "-U",
+        "--user-agent",
+        "--header",
+        "-e",
+        "-t",
+        "--tries",
+        "-T",
+        "--timeout",
+        "--post-data",
+        "--post-file",
+        "-i",
+        "--input-file",
+        "-a",
+        "-w",
+        "--wait",
+        "-Q",
+        "--user",
+        "--password",
+    ]
+)
+_SSH_ARGS = frozenset(
+    [
+        "-p",
+        "-i",
+        "-l",
+        "-o",
+        "-F",
+        "-J",
+        "-L",
+        "-R",
+        "-D",
+        "-b",
+        "-c",
+        "-E",
+        "-e",
+        "-I",
+        "-m",
+        "-O",
+        "-Q",
+        "-S",
+        "-W",
+        "-w",
+        "-B",
+    ]
+)
