@@ -19,7 +19,18 @@ app = typer.Typer(
 )
 
 # Each module under keel.cli registers its own commands; keep this list in help order.
-COMMAND_MODULES = ("init", "policy", "stop", "journal", "plan", "monitor", "demo")
+COMMAND_MODULES = (
+    "init",
+    "policy",
+    "stop",
+    "journal",
+    "workspace",
+    "plan",
+    "sandbox",
+    "monitor",
+    "hook",
+    "demo",
+)
 
 
 def _print_version(value: bool) -> None:

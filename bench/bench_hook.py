@@ -1,0 +1,151 @@
+"""Benchmark: the cost of keel's hook on every agent tool call.
+
+1. Hook round trip: ``keel hook PreToolUse --agent claude < payload`` as a fresh process, against
+   the interpreter's own start (``python -S -c pass``, the same interpreter), interleaved, for
+   an allowed read-only command (``ls``), an allowed changing command (``touch``), a malformed
+   payload (the adapter alone, failing closed and journaling the failure before any guard) and
+   a usage error (the console entry point alone). ``python -c pass`` (with site, which a
+   console script needs to find its packages) is measured too, for reference.
+2. A scripted Claude Code run (2 model turns, 1 Bash call) against a fake model on 127.0.0.1,
+   with and without keel's hooks installed, interleaved: median wall time of each.
+
+Run: ``.venv/bin/python bench/bench_hook.py [--rounds N] [--client-rounds M]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "clients"))
+sys.path.insert(0, str(REPO / "tests" / "clients" / "fakes"))
+
+
+def keel_cmd() -> list[str]:
+    script = Path(sys.executable).parent / "keel"
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "keel.cli._entry"]
+
+
+def _time(argv: list[str], stdin: bytes | None, cwd: Path) -> tuple[float, int]:
+    start = time.perf_counter()
+    proc = subprocess.run(argv, input=stdin, cwd=cwd, capture_output=True, check=False)
+    return (time.perf_counter() - start) * 1000, proc.returncode
+
+
+def _workspace() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="keel-bench-", dir="/tmp"))
+    root.chmod(0o755)
+    (root / "keel.toml").write_text('[policy]\npreset = "developer"\n')
+    (root / "a.txt").write_text("a\n")
+    return root
+
+
+def _payload(root: Path, command: str, n: int) -> bytes:
+    return json.dumps(
+        {
+            "session_id": "bench-session",
+            "cwd": str(root),
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": command},
+            "tool_use_id": f"toolu_bench{n}",
+            "prompt_id": "p1",
+            "permission_mode": "default",
+        }
+    ).encode()
+
+
+def hook_round_trip(rounds: int) -> dict[str, object]:
+    root = _workspace()
+    base_argv = [sys.executable, "-S", "-c", "pass"]
+    hook_argv = [*keel_cmd(), "hook", "PreToolUse", "--agent", "claude"]
+    cases: dict[str, str | None] = {
+        "python -c pass (with site, for reference)": "<site>",
+        "keel hook, usage error (entry point only)": "<usage>",
+        "ls (allow, read-only)": "ls",
+        "touch (allow, checkpoint)": "touch b.txt",
+        "bad payload": None,
+    }
+    times: dict[str, list[float]] = {name: [] for name in ["baseline", *cases]}
+    codes: dict[str, set[int]] = {name: set() for name in cases}
+    try:
+        for i in range(rounds):
+            times["baseline"].append(_time(base_argv, None, root)[0])
+            for name, command in cases.items():
+                argv, data = (
+                    hook_argv,
+                    b"{bad" if command is None else _payload(root, str(command), i),
+                )
+                if command == "<site>":
+                    argv, data = [sys.executable, "-c", "pass"], None
+                elif command == "<usage>":
+                    argv = hook_argv[:-2]
+                ms, rc = _time(argv, data, root)
+                times[name].append(ms)
+                codes[name].add(rc)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    base = statistics.median(times["baseline"])
+    result: dict[str, object] = {"baseline_ms": round(base, 1), "rounds": rounds}
+    for name in cases:
+        med = statistics.median(times[name])
+        result[name] = {
+            "median_ms": round(med, 1),
+            "ratio": round(med / base, 2),
+            "exit_codes": sorted(codes[name]),
+        }
+    return result
+
+
+def claude_runs(rounds: int) -> dict[str, object]:
+    try:
+        from client_harness import Turn, client_binary, make_base, new_project, run_client
+    except ImportError as exc:
+        return {"skipped": str(exc)}
+    try:
+        client_binary("claude")
+    except BaseException as exc:  # pytest.skip raises a BaseException subclass
+        return {"skipped": str(exc)}
+    walls: dict[str, list[float]] = {"without keel": [], "with keel": []}
+    turns = [Turn(text="I'll run it.", tool="Bash", input={"command": "ls", "description": "list"})]
+    for _ in range(rounds):
+        for name in walls:
+            base = make_base()
+            try:
+                project = new_project(base, '[policy]\npreset = "developer"\n')
+                start = time.perf_counter()
+                run = run_client("claude", project, turns, install=name == "with keel")
+                walls[name].append((time.perf_counter() - start) * 1000)
+                if run.proc.returncode != 0:
+                    tail = run.proc.stderr[-500:]
+                    return {"error": f"{name}: claude exited {run.proc.returncode}: {tail}"}
+            finally:
+                shutil.rmtree(base, ignore_errors=True)
+    out: dict[str, object] = {"rounds": rounds}
+    for name, values in walls.items():
+        out[name] = {"median_ms": round(statistics.median(values), 1)}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--client-rounds", type=int, default=5)
+    args = parser.parse_args()
+    print("hook round trip vs interpreter start (interleaved medians)")
+    print(json.dumps(hook_round_trip(args.rounds), indent=2))
+    if args.client_rounds > 0:
+        print("scripted Claude Code run (2 turns, 1 Bash call), with and without keel's hooks")
+        print(json.dumps(claude_runs(args.client_rounds), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""What each client understands back: stdout JSON, stderr and the exit code.
+
+- **Claude Code**: ``hookSpecificOutput.permissionDecision`` (``allow``/``ask``/``deny``) with
+  ``permissionDecisionReason`` before a tool; ``{"decision": "block", "reason"}`` after a tool
+  (the reason reaches the model next to the real output) and on ``Stop`` (the model continues
+  with the reason); ``hookSpecificOutput.additionalContext`` on ``SessionStart``,
+  ``UserPromptSubmit`` and ``PostToolUse``.
+- **Codex CLI**: the same JSON, but it rejects unknown fields, answers ``allow`` with an
+  error and ignores ``ask`` and ``updatedInput``; so keel sends only ``deny``, and ``ask``
+  becomes a deny whose reason says a person must approve. A ``PostToolUse`` block *replaces*
+  the tool output, so guidance short of ``replan`` goes out as ``additionalContext``.
+- **Gemini CLI**: ``{"decision": "deny", "reason"}`` on ``BeforeTool`` (the Claude-style
+  permissionDecision is silently ignored: the command would run), ``AfterTool`` (replaces the
+  output) and ``AfterAgent`` (a retry with the reason as the prompt);
+  ``hookSpecificOutput.additionalContext`` on ``SessionStart``, ``BeforeAgent``, ``AfterTool``.
+
+Every client treats exit code 2 with the reason on stderr as "block": that is the channel for
+failing closed, because it works even when keel could not build its JSON answer.
+
+Standard library only: this runs on every hook call.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, assert_never
+
+from keel.adapters.protocol import Agent, HookInput
+from keel.decision import Decision, Guidance
+
+
+@dataclass(frozen=True, slots=True)
+class HookReply:
+    """What the hook process writes and how it exits."""
+
+    exit_code: int = 0
+    stdout: str = ""
+    stderr: str = ""
+
+
+def deny_text(decision: Decision, tool: str | None) -> str:
+    """The reason the model reads when keel refuses a call."""
+    what = f"this {tool} call" if tool else "this call"
+    verb = "needs a person's approval for" if decision.decision == "ask" else "denied"
+    text = f"keel {verb} {what} [{decision.rule}]: {decision.reason}"
+    if decision.suggestion:
+        text += f" Instead: {decision.suggestion}"
+    return text
+
+
+def guidance_text(guidance: Guidance) -> str:
+    """The guidance the model reads after a tool ran."""
+    return f"keel guidance ({guidance.level}, {guidance.detector}): {guidance.message}"
+
+
+def _json(value: dict[str, Any]) -> HookReply:
+    return HookReply(0, json.dumps(value, ensure_ascii=False))
+
+
+def _context(event: str, text: str) -> dict[str, Any]:
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+
+
+def _exit2(reason: str) -> HookReply:
+    return HookReply(2, "", reason.rstrip() + "\n")
+
+
+class Dialect:
+    """Claude Code's dialect; the base for the others."""
+
+    agent: Agent = "claude"
+    silence = HookReply()
+    can_ask = True
+
+    def pre_tool(self, inp: HookInput, decision: Decision) -> HookReply:
+        """The answer before a tool runs: nothing for allow, a deny or ask with the reason.
+
+        An allow stays silent rather than granting permission, so the client's own permission
+        rules still apply on top of keel's: keel only ever takes permissions away.
+        """
+        match decision.decision:
+            case "allow":
+                return self.silence
+            case "ask" if self.can_ask:
+                return self._permission(inp, "ask", deny_text(decision, inp.tool_name))
+            case "ask" | "deny":
+                return self._permission(inp, "deny", deny_text(decision, inp.tool_name))
+            case _:
+                assert_never(decision.decision)
+
+    def _permission(self, inp: HookInput, verdict: str, reason: str) -> HookReply:
+        return _json(
+            {
+                "hookSpecificOutput": {
+                    "hookEventName": inp.event,
+                    "permissionDecision": verdict,
+                    "permissionDecisionReason": reason,
+                }
+            }
+        )
+
+    def post_tool(self, inp: HookInput, guidance: Guidance | None) -> HookReply:
+        """Guidance after a tool ran: context for a hint, a block reason above that."""
+        if guidance is None:
+            return self.silence
+        text = guidance_text(guidance)
+        if guidance.level == "hint":
+            return _json(_context(inp.event, text))
+        return _json({"decision": "block", "reason": text})
+
+    def stop(self, inp: HookInput, block_reason: str | None) -> HookReply:
+        """Allow finishing, or block it with the reason the model continues from."""
+        if block_reason is None:
+            return self.silence
+        return _json({"decision": "block", "reason": block_reason})
+
+    def context(self, inp: HookInput, text: str) -> HookReply:
+        """Re-inject pinned constraints and guidance where the event can carry context."""
+        if not text or inp.phase not in ("session_start", "prompt"):
+            return self.silence
+        return _json(_context(inp.event, text))
+
+    def blocked(self, inp: HookInput | None, reason: str) -> HookReply:
+        """Fail closed: exit 2 with the reason on stderr, which every client treats as block.
+
+        A stop event the client is already continuing from is let through, so a broken keel
+        cannot trap the agent in a loop of blocked finishes.
+        """
+        if inp is not None and inp.phase == "stop" and inp.stop_hook_active:
+            return HookReply(0, self.silence.stdout, reason.rstrip() + "\n")
+        return _exit2(reason)
+
+
+class CodexDialect(Dialect):
+    """Codex CLI: Claude's JSON without ``allow``/``ask``, and a strict schema."""
+
+    agent: Agent = "codex"
+    can_ask = False
+
+    def post_tool(self, inp: HookInput, guidance: Guidance | None) -> HookReply:
+        """Context up to ``correct``; a block (which replaces the output) from ``replan``."""
+        if guidance is None:
+            return self.silence
+        text = guidance_text(guidance)
+        if guidance.level in ("hint", "correct"):
+            return _json(_context(inp.event, text))
+        return _json({"decision": "block", "reason": text})
+
+
+class GeminiDialect(Dialect):
+    """Gemini CLI: ``decision``/``reason`` at the top level, its own event names."""
+
+    agent: Agent = "gemini"
+    silence = HookReply(0, "{}")
+    can_ask = False
+
+    def _permission(self, inp: HookInput, verdict: str, reason: str) -> HookReply:
+        return _json({"decision": "deny", "reason": reason})
+
+    def post_tool(self, inp: HookInput, guidance: Guidance | None) -> HookReply:
+        """Context up to ``correct``; a deny (which replaces the output) from ``replan``."""
+        if guidance is None:
+            return self.silence
+        text = guidance_text(guidance)
+        if guidance.level in ("hint", "correct"):
+            return _json(_context(inp.event, text))
+        return _json({"decision": "deny", "reason": text})
+
+    def stop(self, inp: HookInput, block_reason: str | None) -> HookReply:
+        """``AfterAgent`` deny: Gemini retries with the reason as the next prompt."""
+        if block_reason is None:
+            return self.silence
+        return _json({"decision": "deny", "reason": block_reason})
+
+
+_DIALECTS: dict[str, Dialect] = {
+    "claude": Dialect(),
+    "codex": CodexDialect(),
+    "gemini": GeminiDialect(),
+}
+
+
+def dialect_for(agent: str) -> Dialect:
+    """The dialect of ``agent``; Claude's exit-2 channel for an unknown agent."""
+    return _DIALECTS.get(agent, _DIALECTS["claude"])

@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import typer
+from typer.testing import CliRunner
+
+from keel.cli import hook as hook_cli
+
+HEAVY = ("typer", "pydantic", "rich", "yaml", "click")
+
+
+def _hook(
+    args: list[str], stdin: bytes, cwd: Path, *extra: str
+) -> subprocess.CompletedProcess[bytes]:
+    argv = [sys.executable, *extra, "-m", "keel.cli._entry", "hook", *args]
+    return subprocess.run(argv, input=stdin, cwd=cwd, capture_output=True, check=False)
+
+
+def test_usage_errors_fail_closed_with_exit_2(workdir: Path) -> None:
+    for args in (
+        [],
+        ["PreToolUse"],
+        ["PreToolUse", "--agent"],
+        ["PreToolUse", "--agent", "claude", "--bogus"],
+        ["PreToolUse", "--agent", "claude", "--deadline", "soon"],
+    ):
+        proc = _hook(args, b"{}", workdir)
+        assert proc.returncode == 2, args
+        assert b"blocked to be safe" in proc.stderr and b"usage: keel hook" in proc.stderr
+
+
+def test_bad_stdin_fails_closed_through_the_console_entry(workdir: Path) -> None:
+    proc = _hook(
+        ["PreToolUse", "--agent", "claude", "--workspace", str(workdir)], b"{nope", workdir
+    )
+    assert proc.returncode == 2 and proc.stdout == b""
+    assert b"payload.json" in proc.stderr
+
+
+def test_fail_open_flag_passes_and_is_recorded(workdir: Path) -> None:
+    proc = _hook(
+        ["BeforeTool", "--agent", "gemini", "--fail-open", "--workspace", str(workdir)],
+        b"",
+        workdir,
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == b"{}"
+    (line,) = (workdir / ".keel" / "hook-errors.jsonl").read_text().splitlines()
+    assert json.loads(line)["fail_open"] is True
+
+
+def test_the_hook_path_does_not_import_typer_or_pydantic(workdir: Path) -> None:
+    proc = _hook(
+        ["PreToolUse", "--agent", "claude", "--workspace", str(workdir)],
+        b"{nope",
+        workdir,
+        "-X",
+        "importtime",
+    )
+    assert proc.returncode == 2
+    imported = {
+        line.split("|")[-1].strip().split(".")[0]
+        for line in proc.stderr.decode().splitlines()
+        if "|" in line
+    }
+    assert "keel" in imported
+    assert not imported & set(HEAVY), imported & set(HEAVY)
+
+
+def test_hook_is_also_a_typer_command(workdir: Path) -> None:
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None:
+        pass
+
+    hook_cli.register(app)
+    result = CliRunner().invoke(
+        app, ["hook", "Stop", "--agent", "codex", "--workspace", str(workdir)], input="[]"
+    )
+    assert result.exit_code == 2
+    assert "payload.shape" in result.output
+
+
+def test_parse_args_reads_options_in_any_order(monkeypatch) -> None:
+    monkeypatch.setenv("KEEL_HOOK_DEADLINE", "4.5")
+    opts = hook_cli.parse_args(["--agent=codex", "Stop", "--fail-open", "-w", "/x"])
+    assert opts == {
+        "event": "Stop",
+        "agent": "codex",
+        "fail_open": True,
+        "deadline": 4.5,
+        "workspace": "/x",
+    }
+
+
+def test_a_missed_deadline_ends_the_process_with_a_block(workdir: Path) -> None:
+    (workdir / "keel.toml").write_text('[policy]\npreset = "developer"\n')
+    payload = json.dumps(
+        {"session_id": "d", "tool_name": "Bash", "tool_input": {"command": "touch x"}}
+    )
+    args = ["PreToolUse", "--agent", "claude", "--deadline", "0.001", "--workspace", str(workdir)]
+    proc = _hook(args, payload.encode(), workdir)
+    assert proc.returncode == 2 and b"hook.deadline" in proc.stderr and proc.stdout == b""
