@@ -1,0 +1,106 @@
+"""``keel sandbox check`` and ``keel sandbox run``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from keel.cli._common import JsonOpt, WorkspaceOpt, fail, print_json, workspace_root
+from keel.errors import KeelError
+
+sandbox_app = typer.Typer(
+    name="sandbox",
+    help="Inspect and use the sandbox that probes and commands run in.",
+    no_args_is_help=True,
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(sandbox_app, name="sandbox")
+
+
+@sandbox_app.command("check")
+def check(ctx: typer.Context, workspace: WorkspaceOpt = None, as_json: JsonOpt = False) -> None:
+    """Show which sandbox backends work here and why the others do not (exit 1 if none is safe)."""
+    from keel.config import config_for
+    from keel.sandbox import detect
+
+    try:
+        config = config_for(workspace_root(ctx, workspace)).sandbox
+        report = detect(config)
+    except KeelError as err:
+        fail(err, as_json=as_json)
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        for status in report.backends:
+            state = "ok" if status.available else "no"
+            version = f" {status.version}" if status.version else ""
+            typer.echo(f"{status.name:<12} {state:<3}{version}  {status.reason}")
+        typer.echo(f"chosen       {report.chosen or '(none: sandboxed runs are refused)'}")
+        python = report.python
+        typer.echo(f"python       {python.executable or 'unavailable'}  {python.reason}")
+        typer.echo(f"sandbox uid  {report.uid}")
+    raise typer.Exit(0 if report.safe else 1)
+
+
+@sandbox_app.command(
+    "run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+)
+def run(
+    ctx: typer.Context,
+    command: Annotated[list[str], typer.Argument(help="The command and its arguments.")],
+    mode: Annotated[
+        str, typer.Option("--mode", help="probe (read-only) or exec (scratch copy).")
+    ] = "probe",
+    timeout: Annotated[float, typer.Option("--timeout", help="Wall-clock seconds.")] = 30.0,
+    unsafe: Annotated[
+        bool, typer.Option("--unsafe-no-sandbox", help="Run unsandboxed if no sandbox works.")
+    ] = False,
+    backend: Annotated[
+        str | None,
+        typer.Option("--backend", help="Force bwrap, landlock or none-unsafe (with the flag)."),
+    ] = None,
+    workspace: WorkspaceOpt = None,
+) -> None:
+    """Run a command in the sandbox with the workspace at /workspace; exit with its code."""
+    from keel.config import config_for
+    from keel.errors import UsageError
+    from keel.sandbox import BACKENDS, get_sandbox
+
+    if mode not in ("probe", "exec"):
+        fail(UsageError(f"--mode must be probe or exec, not {mode!r}"))
+    if backend is not None and backend not in BACKENDS:
+        fail(UsageError(f"--backend must be one of {', '.join(BACKENDS)}, not {backend!r}"))
+    try:
+        root = workspace_root(ctx, workspace)
+        forced = BACKENDS[BACKENDS.index(backend)] if backend is not None else None
+        sandbox = get_sandbox(config_for(root).sandbox, unsafe=unsafe, backend=forced)
+        if sandbox.name == "none-unsafe":
+            _journal_unsafe(root, command)
+        result = sandbox.run(
+            command, workspace=root, mode="exec" if mode == "exec" else "probe", timeout=timeout
+        )
+    except KeelError as err:
+        fail(err)
+    sys.stdout.buffer.write(result.stdout)
+    sys.stderr.buffer.write(result.stderr)
+    if result.timed_out:
+        sys.stderr.write(f"keel: timed out after {timeout} s (backend {result.backend})\n")
+        raise typer.Exit(124)
+    code = result.exit_code if result.exit_code is not None else 1
+    raise typer.Exit(code if code >= 0 else 128 - code)
+
+
+def _journal_unsafe(root: Path, command: list[str]) -> None:
+    """Record that a command ran with no isolation, and say so on stderr."""
+    from keel.events import DataPayload, Event
+    from keel.journal import open_journal
+
+    sys.stderr.write("keel: WARNING: no sandbox works here; running UNSANDBOXED\n")
+    data = {"sandbox": "none-unsafe", "flag": "--unsafe-no-sandbox", "argv": command}
+    with open_journal(root) as journal:
+        journal.append(Event("config", session_id="keel-sandbox-run", payload=DataPayload(data)))

@@ -1,0 +1,62 @@
+"""The sandbox seam: run probes and commands isolated from the host.
+
+One protocol, ``Sandbox``, with a backend per isolation technique, chosen by probing once per
+process (``detect``) and never silently downgraded:
+
+1. ``bwrap``: bubblewrap as an unprivileged uid, with seccomp, rlimits, a pid namespace, no
+   network and a wall-clock timeout (see ``_bwrap``);
+2. ``landlock``: Landlock plus seccomp and rlimits where user namespaces are blocked (see
+   ``_landlock`` for its documented gaps);
+3. otherwise ``get_sandbox`` refuses with ``SandboxError`` (``sandbox.unavailable``), unless
+   the caller passes ``unsafe=True`` (``--unsafe-no-sandbox``), which gives ``none-unsafe``.
+
+Sandboxed outputs are untrusted: read files they leave with ``read_artifact``, which never
+follows a symlink. ``keel.sandbox.testing.FunctionSandbox`` is the test double.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from keel.sandbox._artifact import read_artifact
+    from keel.sandbox._detect import detect, get_sandbox
+    from keel.sandbox._types import (
+        BACKENDS,
+        WORKSPACE_MOUNT,
+        BackendName,
+        BackendStatus,
+        Mode,
+        PythonStatus,
+        Sandbox,
+        SandboxReport,
+        SandboxResult,
+    )
+
+__all__ = [
+    "BACKENDS",
+    "WORKSPACE_MOUNT",
+    "BackendName",
+    "BackendStatus",
+    "Mode",
+    "PythonStatus",
+    "Sandbox",
+    "SandboxReport",
+    "SandboxResult",
+    "detect",
+    "get_sandbox",
+    "read_artifact",
+]
+
+# Loaded on first use, so ``python -m keel.sandbox._selftest`` (or any light submodule) does not
+# pay for pydantic inside the sandbox.
+_WHERE = {"read_artifact": "_artifact", "detect": "_detect", "get_sandbox": "_detect"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"keel.sandbox.{_WHERE.get(name, '_types')}"), name)
+    globals()[name] = value
+    return value
