@@ -69,6 +69,56 @@ def import_roots() -> tuple[str, ...]:
     return tuple(dict.fromkeys(r for r in roots if os.path.isdir(r)))
 
 
+MIRROR_BASE = "/var/tmp/keel-sandbox-python"
+"""Where a readable copy of keel (and PyYAML) goes when the checkout is not reachable."""
+MIRRORED_PACKAGES = ("yaml", "_yaml")
+
+
+def mirror_import_roots(base: str = MIRROR_BASE) -> str:
+    """A 0755 copy of keel's package and PyYAML, for a checkout the sandbox uid cannot reach.
+
+    A clone under a 0700 directory (``/root``, a ``mkdtemp``) would otherwise leave the
+    sandbox without keel. The copy is keyed by the source files' sizes and mtimes, so an
+    edited checkout gets a fresh mirror; it is built in a temporary directory and renamed into
+    place, so concurrent processes never see half a copy.
+    """
+    import hashlib
+    import shutil
+    import tempfile
+
+    package = Path(keel.__file__).resolve().parent
+    sources = [package] + [
+        Path(root) / name
+        for root in import_roots()[1:]
+        for name in MIRRORED_PACKAGES
+        if (Path(root) / name).is_dir()
+    ]
+    digest = hashlib.sha256()
+    for source in sources:
+        for path in sorted(source.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                st = path.stat()
+                digest.update(f"{path}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    target = Path(base) / digest.hexdigest()[:16]
+    if target.is_dir():
+        return str(target)
+    Path(base).mkdir(mode=0o755, parents=True, exist_ok=True)
+    os.chmod(base, 0o755)
+    staging = Path(tempfile.mkdtemp(dir=base, prefix=".staging-"))
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for source in sources:
+        shutil.copytree(source, staging / source.name, ignore=ignore)
+    for path in [staging, *staging.rglob("*")]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644 | (path.stat().st_mode & 0o111))
+    try:
+        os.rename(staging, target)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        if not target.is_dir():
+            raise
+    return str(target)
+
+
 def _outside_system(paths: tuple[str, ...]) -> tuple[str, ...]:
     kept: list[str] = []
     for path in sorted(set(paths), key=len):
@@ -87,7 +137,12 @@ def python_layout(uid: int, gid: int) -> PythonLayout | str:
     roots = import_roots()
     missing = [r for r in roots if not can_reach(r, uid, gid)]
     if missing:
-        return f"uid {uid} cannot read {', '.join(missing)} (a parent directory is not 0755?)"
+        try:
+            roots = (mirror_import_roots(),)
+        except OSError as exc:
+            return f"uid {uid} cannot read {', '.join(missing)} and no mirror could be made: {exc}"
+        if not can_reach(roots[0], uid, gid):
+            return f"uid {uid} cannot read {', '.join(missing)} (a parent directory is not 0755?)"
     host = os.path.realpath(sys.executable)
     base = os.path.realpath(sys.base_prefix)
     if can_reach(host, uid, gid) and can_reach(sysconfig.get_paths()["stdlib"], uid, gid):
