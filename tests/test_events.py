@@ -30,19 +30,33 @@ SAMPLES = [
         ),
         agent="claude",
     ),
-    Event(kind="tool.result", session_id="s1", payload=ToolResultPayload(tool="Bash", ok=False, exit_code=2)),
+    Event(
+        kind="tool.result",
+        session_id="s1",
+        payload=ToolResultPayload(tool="Bash", ok=False, exit_code=2),
+    ),
     Event(
         kind="decision",
         session_id="s1",
-        payload=DecisionPayload(decision="deny", rule="risk.rm_recursive", reason="no", suggestion=None),
+        payload=DecisionPayload(
+            decision="deny", rule="risk.rm_recursive", reason="no", suggestion=None
+        ),
         parent_span_id="0123456789abcdef",
         seq=42,
     ),
     Event(kind="stop", session_id="a", payload=StopPayload(reason="lunch", by="me")),
-    Event(kind="diagnostic", session_id="a", payload=DiagnosticPayload("loop", "hint", "m", 3, {"n": 4})),
+    Event(
+        kind="diagnostic",
+        session_id="a",
+        payload=DiagnosticPayload("loop", "hint", "m", 3, {"n": 4}),
+    ),
     Event(kind="guidance", session_id="a", payload=GuidancePayload("stop", "halt", "loop", "t1")),
     Event(kind="checkpoint", session_id="a", payload=CheckpointPayload("c1", "x", "t", ["a.py"])),
-    Event(kind="probe", session_id="a", payload=ProbePayload("p1", "fs.exists", {"path": "x"}, True, {"exists": False})),
+    Event(
+        kind="probe",
+        session_id="a",
+        payload=ProbePayload("p1", "fs.exists", {"path": "x"}, True, {"exists": False}),
+    ),
     Event(kind="gate", session_id="a", payload=GatePayload("pytest -q", True, 0)),
     Event(kind="prompt", session_id="a", payload=DataPayload({"text": "fix the bug\n\u2028"})),
 ]
@@ -85,9 +99,17 @@ def test_wrong_payload_type_for_kind_is_rejected() -> None:
         ("{not json", "payload.json"),
         ("[]", "payload.event_shape"),
         ('{"kind": "nope", "session_id": "s", "payload": {}}', "payload.event_kind"),
-        ('{"kind": "gate", "session_id": "s", "payload": {"command": "x", "passed": true, "zz": 1}}', "payload.event_payload"),
+        (
+            '{"kind": "gate", "session_id": "s", '
+            '"payload": {"command": "x", "passed": true, "zz": 1}}',
+            "payload.event_payload",
+        ),
         ('{"kind": "gate", "session_id": "s", "payload": {}}', "payload.event_payload"),
-        ('{"kind": "gate", "session_id": "s", "payload": {"command": "x", "passed": true}, "extra": 1}', "payload.event_shape"),
+        (
+            '{"kind": "gate", "session_id": "s", '
+            '"payload": {"command": "x", "passed": true}, "extra": 1}',
+            "payload.event_shape",
+        ),
     ],
 )
 def test_bad_event_json_gives_structured_error(text: str, code: str) -> None:

@@ -16,6 +16,7 @@ from rich.rule import Rule
 
 SECTIONS: tuple[tuple[str, str], ...] = (
     ("core", "Policy, emergency stop and the audit journal"),
+    ("workspace", "Checkpoints, diff, rollback and atomic patches"),
     ("plans", "Evidence-conditioned plans: probes in a sandbox, commitment only on evidence"),
     ("monitor", "Monitor: a loop caught, guided, then stopped; gates before finishing"),
 )

@@ -1,0 +1,289 @@
+"""The shadow git repository: keel's own GIT_DIR over the user's work tree.
+
+Every git process keel starts here runs with an environment built from scratch: the
+shadow ``GIT_DIR`` (``.keel/checkpoints``), the workspace as ``GIT_WORK_TREE``, a private
+index, no system or global config, hooks switched off and a fixed identity. Nothing the user
+has configured (their ``.git``, their ``~/.gitconfig``, a ``GIT_DIR`` leaking in from a hook
+environment) can change what keel does, and nothing keel does reaches the user's refs, index,
+stash or hooks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+
+from keel.errors import WorkspaceError
+
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "keel",
+    "GIT_AUTHOR_EMAIL": "keel@localhost",
+    "GIT_COMMITTER_NAME": "keel",
+    "GIT_COMMITTER_EMAIL": "keel@localhost",
+}
+
+# Settings written into the shadow repository's own config once, at creation.
+SHADOW_CONFIG: tuple[tuple[str, str], ...] = (
+    ("core.bare", "false"),
+    ("core.hooksPath", "/dev/null"),
+    ("core.autocrlf", "false"),
+    ("core.safecrlf", "false"),
+    ("core.fsmonitor", "false"),
+    ("core.symlinks", "true"),
+    ("core.quotepath", "false"),
+    ("core.untrackedCache", "true"),
+    ("core.preloadIndex", "true"),
+    ("gc.auto", "0"),
+    ("commit.gpgSign", "false"),
+    ("advice.addEmbeddedRepo", "false"),
+    ("advice.addIgnoredFile", "false"),
+    ("diff.renames", "false"),
+)
+
+_REPO_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
+
+EXCLUDES = (
+    "# written by keel: never snapshot keel's own state or its in-flight files\n"
+    "/.keel/\n.keel-txn-*/\n.*.keel-tmp-*\n.*.keel-bak-*\n"
+)
+
+
+def git_executable() -> str:
+    """The git binary, or a ``WorkspaceError`` saying it is missing."""
+    found = shutil.which("git")
+    if found is None:
+        raise WorkspaceError("git is not installed; checkpoints need git", code="workspace.no_git")
+    return found
+
+
+class ShadowGit:
+    """Runs git against the shadow repository with an isolated environment."""
+
+    def __init__(self, root: Path, git_dir: Path) -> None:
+        self.root = root
+        self.git_dir = git_dir
+        self.index = git_dir / "keel-index"
+        self._git = git_executable()
+        self._env = self._environment()
+
+    def _environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        env.update(IDENTITY)
+        env.update(
+            {
+                "GIT_DIR": str(self.git_dir),
+                "GIT_WORK_TREE": str(self.root),
+                "GIT_INDEX_FILE": str(self.index),
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "GIT_CONFIG_GLOBAL": os.devnull,
+                "GIT_LITERAL_PATHSPECS": "1",
+                # files over the size cap, listed by keel (a path, so set per process)
+                "GIT_CONFIG_COUNT": "1",
+                "GIT_CONFIG_KEY_0": "core.excludesFile",
+                "GIT_CONFIG_VALUE_0": str(self.git_dir / "keel-large"),
+                "GIT_TERMINAL_PROMPT": "0",
+                "LC_ALL": "C",
+            }
+        )
+        return env
+
+    def ensure(self) -> None:
+        """Create the shadow repository if it does not exist yet (safe against a racing keel)."""
+        if (self.git_dir / "HEAD").is_file():
+            return
+        self.git_dir.parent.mkdir(parents=True, exist_ok=True)
+        _ignore_state_dir(self.git_dir.parent)
+        temp = Path(tempfile.mkdtemp(prefix=f"{self.git_dir.name}.new-", dir=self.git_dir.parent))
+        bare = {k: v for k, v in self._env.items() if k not in _REPO_VARS}
+        try:
+            self._init(temp, bare)
+            os.rename(temp, self.git_dir)
+        except (OSError, WorkspaceError):
+            shutil.rmtree(temp, ignore_errors=True)
+            if not (self.git_dir / "HEAD").is_file():
+                raise WorkspaceError(
+                    f"could not create the checkpoint repository at {self.git_dir}",
+                    code="workspace.init",
+                ) from None
+
+    def _init(self, path: Path, env: dict[str, str]) -> None:
+        self._check(("init", "-q", "--bare", "--template=", str(path)), env)
+        for key, value in SHADOW_CONFIG:
+            self._check(("--git-dir", str(path), "config", key, value), env)
+        self._check(("--git-dir", str(path), "symbolic-ref", "HEAD", "refs/keel/head"), env)
+        info = path / "info"
+        info.mkdir(exist_ok=True)
+        (info / "exclude").write_text(EXCLUDES, encoding="utf-8")
+
+    def _check(self, args: Sequence[str], env: dict[str, str]) -> None:
+        proc = subprocess.run(
+            [self._git, *args], env=env, capture_output=True, check=False, cwd=self.root
+        )
+        if proc.returncode != 0:
+            detail = proc.stderr.decode("utf-8", "replace").strip()
+            raise WorkspaceError(f"git {args[0]} failed: {detail}", code="workspace.init")
+
+    def write_commit(self, tree: str, parent: str | None, message: str, ts: int) -> str:
+        """Store a commit object directly (a loose object), saving a git process per checkpoint."""
+        who = f"{IDENTITY['GIT_AUTHOR_NAME']} <{IDENTITY['GIT_AUTHOR_EMAIL']}> {ts} +0000"
+        lines = [f"tree {tree}"]
+        if parent:
+            lines.append(f"parent {parent}")
+        lines += [f"author {who}", f"committer {who}", "", message]
+        body = "\n".join(lines).encode("utf-8")
+        data = b"commit %d\0" % len(body) + body
+        sha = hashlib.sha1(data, usedforsecurity=False).hexdigest()
+        target = self.git_dir / "objects" / sha[:2] / sha[2:]
+        if not os.path.exists(target):
+            if not os.path.isdir(target.parent):
+                target.parent.mkdir(exist_ok=True)
+            temp = f"{target.parent}/tmp_obj_{os.getpid()}_{os.urandom(4).hex()}"
+            _write_file(temp, zlib.compress(data, 1))
+            os.replace(temp, target)
+        return sha
+
+    def read_ref(self, ref: str) -> str | None:
+        """The commit a loose ref points at, or ``None``."""
+        try:
+            sha = (self.git_dir / ref).read_text(encoding="ascii").strip()
+        except OSError:
+            return None
+        return sha if len(sha) == 40 else None
+
+    def commit_tree(self, commit: str) -> str:
+        """The tree of a commit: from its loose object when there is one, else from git."""
+        try:
+            raw = zlib.decompress((self.git_dir / "objects" / commit[:2] / commit[2:]).read_bytes())
+            body = raw[raw.index(b"\0") + 1 :]
+            if body.startswith(b"tree "):
+                return body[5:45].decode("ascii")
+        except (OSError, ValueError, zlib.error):
+            pass
+        return self.run("rev-parse", f"{commit}^{{tree}}").decode().strip()
+
+    def set_ref(self, ref: str, sha: str) -> None:
+        """Point a loose ref at ``sha`` (atomic rename; keel never packs its refs)."""
+        path = self.git_dir / ref
+        if not os.path.isdir(path.parent):
+            path.parent.mkdir(parents=True, exist_ok=True)
+        temp = f"{self.git_dir}/keel-ref.{os.getpid()}.{os.urandom(3).hex()}"
+        _write_file(temp, (sha + "\n").encode("ascii"))
+        os.replace(temp, path)
+
+    def import_files(self, paths: Sequence[bytes]) -> None:
+        """Load the index with ``paths`` through ``git fast-import`` (a single pack).
+
+        ``git add`` writes one loose object file per file; on the first snapshot of a large
+        work tree that dominates, so the files are streamed into one pack instead, read into
+        the index, and the index's stat data refreshed (hashing again, writing nothing).
+        """
+        ref = "refs/keel/import"
+        proc = subprocess.Popen(
+            [self._git, "fast-import", "--quiet", "--done"],
+            cwd=self.root,
+            env=self._env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(
+                f"commit {ref}\ncommitter keel <keel@localhost> 0 +0000\ndata 0\n".encode()
+            )
+            for raw in paths:
+                entry = self._fast_import_entry(raw)
+                if entry is not None:
+                    proc.stdin.write(entry)
+            proc.stdin.write(b"\ndone\n")
+            proc.stdin.flush()
+        except OSError:
+            pass  # the exit status below says what went wrong
+        _, err = proc.communicate()
+        if proc.returncode != 0:
+            raise WorkspaceError(
+                f"git fast-import failed: {err.decode('utf-8', 'replace').strip()}",
+                code="workspace.git",
+            )
+        self.run("read-tree", ref)
+        self.run("update-ref", "-d", ref)
+        self.run("update-index", "-q", "--refresh", check=False)
+
+    def _fast_import_entry(self, raw: bytes) -> bytes | None:
+        path = self.root / os.fsdecode(raw)
+        try:
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                mode, data = b"120000", os.fsencode(os.readlink(path))
+            elif stat.S_ISREG(st.st_mode):
+                mode = b"100755" if st.st_mode & 0o100 else b"100644"
+                data = path.read_bytes()
+            else:
+                return None
+        except OSError:
+            return None  # gone since git listed it: the next snapshot sees that
+        return b"M %s inline %s\ndata %d\n%s\n" % (mode, _quote(raw), len(data), data)
+
+    def run(
+        self,
+        *args: str,
+        stdin: bytes | None = None,
+        check: bool = True,
+        env: dict[str, str] | None = None,
+    ) -> bytes:
+        """Run ``git ARGS`` in the workspace; stdout as bytes; failures raise ``WorkspaceError``."""
+        proc = self.proc(args, stdin=stdin, env=env)
+        if check and proc.returncode != 0:
+            detail = proc.stderr.decode("utf-8", "replace").strip()
+            raise WorkspaceError(
+                f"git {args[0]} failed in the checkpoint repository: {detail}",
+                code="workspace.git",
+                command=list(args),
+            )
+        return proc.stdout
+
+    def proc(
+        self, args: Sequence[str], *, stdin: bytes | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
+        """Run ``git ARGS`` and return the completed process, whatever its exit code."""
+        try:
+            return subprocess.run(
+                [self._git, *args],
+                cwd=self.root,
+                env={**self._env, **env} if env else self._env,
+                input=stdin,
+                capture_output=True,
+                check=False,
+            )
+        except OSError as exc:
+            raise WorkspaceError(f"could not run git: {exc}", code="workspace.git") from exc
+
+
+def _ignore_state_dir(state: Path) -> None:
+    """Keep ``.keel/`` out of the user's ``git status`` without touching their git."""
+    marker = state / ".gitignore"
+    if not marker.exists():
+        marker.write_text("# written by keel: its state is not part of your project\n*\n")
+
+
+def _quote(path: bytes) -> bytes:
+    """A path as fast-import reads it: C-style quoted when it must be."""
+    if b"\n" not in path and not path.startswith(b'"'):
+        return path
+    escaped = path.replace(b"\\", b"\\\\").replace(b'"', b'\\"').replace(b"\n", b"\\n")
+    return b'"' + escaped + b'"'
+
+
+def _write_file(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)

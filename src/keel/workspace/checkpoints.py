@@ -1,0 +1,891 @@
+"""Checkpoints: snapshots of the workspace in a shadow git repository, and rollback.
+
+Every checkpoint is a commit in ``.keel/checkpoints`` (see ``_git.ShadowGit``), chained on
+``refs/keel/head`` (the shadow HEAD); its message carries the metadata as JSON (kind, session,
+tool-call id, label, the files changed since the previous checkpoint). Snapshots are cheap:
+keel keeps its own index; a directory watch (``_watch``) plus ``git diff-files`` tells when
+nothing changed (the newest tree is reused) or which tracked files did, else one ``git
+status`` finds what changed; only those paths are added. ``.gitignore`` is honoured, ``.keel/``
+is never snapshotted, and files above a size cap and nested repositories are left out (and
+never touched by a rollback).
+
+Checkpoint kinds:
+
+- ``before``: taken by the guard before an agent call that can change files;
+- ``after``: taken after that call (``after_call``), recording what the agent left;
+- ``manual``: ``keel checkpoint create``;
+- ``rollback`` / ``restored``: the state just before and just after a rollback, so a
+  rollback can itself be rolled back.
+
+Who changed what: the time between two consecutive checkpoints is an *interval*. An interval
+belongs to the agent while one of its calls is open (from its ``before`` to its ``after``, or
+to the session's next checkpoint when no ``after`` was recorded) and to keel during a
+rollback; every other interval belongs to someone else (the user, another session). A
+rollback restores the files the agent changed since the checkpoint, leaves alone the files
+only someone else changed, and refuses, naming them, when a file was changed by both;
+``force=True`` resets every changed file. Without ``after`` checkpoints keel cannot tell a
+user's edit from the agent's during the call, so the guard should take them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import stat
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from keel.errors import UserError, WorkspaceError
+from keel.events import CheckpointPayload, Event
+from keel.root import state_dir
+from keel.workspace import _watch
+from keel.workspace._atomic import FileTransaction
+from keel.workspace._git import ShadowGit
+
+CheckpointKind = Literal["before", "after", "manual", "rollback", "restored"]
+CHECKPOINT_KINDS: tuple[CheckpointKind, ...] = ("before", "after", "manual", "rollback", "restored")
+TARGET_KINDS: frozenset[str] = frozenset({"before", "manual", "rollback"})
+"""Kinds ``--last`` picks: the states an undo goes back to."""
+
+HEAD_REF = "refs/keel/head"
+DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
+MANUAL_SESSION = "manual"
+"""The journal session of checkpoints and rollbacks that belong to no agent session."""
+MESSAGE_FILES_CAP = 1000
+PATHSPEC_LIMIT = 200
+LARGE_FILES = "keel-large"
+"""In the shadow repository: an ignore file (``core.excludesFile``) of the files over the cap."""
+LARGE_HEADER = "# written by keel: files over the checkpoint size cap\n"
+JOURNAL_FILES_CAP = 200
+
+
+class EventSink(Protocol):
+    """The part of ``keel.journal.Journal`` checkpoints need."""
+
+    def append(self, event: Event) -> Event:
+        """Store one event."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """One snapshot of the workspace."""
+
+    id: str
+    """The commit id in the shadow repository (40 hex); ``short`` is what people type."""
+    tree: str
+    kind: CheckpointKind
+    ts: float
+    session_id: str | None = None
+    tool_use_id: str | None = None
+    label: str | None = None
+    files: tuple[str, ...] = ()
+    """Files changed since the previous checkpoint (capped; ``files_total`` is the count)."""
+    files_total: int = 0
+    skipped: tuple[str, ...] = ()
+    """Left out: files larger than the size cap, and nested repositories (``dir/``)."""
+    parent: str | None = None
+    reused: bool = False
+    """True when nothing changed since the previous checkpoint (same tree)."""
+
+    @property
+    def short(self) -> str:
+        """The first 12 hex digits of ``id``."""
+        return self.id[:12]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict, with ``short`` added."""
+        data = asdict(self)
+        data["short"] = self.short
+        data["files"] = list(self.files)
+        data["skipped"] = list(self.skipped)
+        return data
+
+
+ChangeStatus = Literal["added", "modified", "deleted", "renamed", "type_changed"]
+
+
+@dataclass(frozen=True, slots=True)
+class FileChange:
+    """One file that differs between a checkpoint and now."""
+
+    path: str
+    status: ChangeStatus
+    old_path: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DiffResult:
+    """What changed in the workspace since a checkpoint."""
+
+    checkpoint: Checkpoint
+    changes: tuple[FileChange, ...]
+    patch: str = ""
+    outside_scope: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "checkpoint": self.checkpoint.to_dict(),
+            "changes": [asdict(c) for c in self.changes],
+            "outside_scope": list(self.outside_scope),
+            "patch": self.patch,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackResult:
+    """A rollback that happened; ``undo`` is the checkpoint that takes it back."""
+
+    target: Checkpoint
+    undo: Checkpoint
+    after: Checkpoint
+    restored: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    overwritten: tuple[str, ...] = ()
+    """Files someone else changed that ``force`` overwrote."""
+    kept: tuple[str, ...] = ()
+    """Files changed since the checkpoint only by someone else, left as they are."""
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """Every file the rollback wrote or removed."""
+        return tuple(sorted({*self.restored, *self.deleted}))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "target": self.target.to_dict(),
+            "undo": self.undo.short,
+            "after": self.after.short,
+            "restored": list(self.restored),
+            "deleted": list(self.deleted),
+            "overwritten": list(self.overwritten),
+            "kept": list(self.kept),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """A line of ``git diff-tree -r``: the target side (``mode``/``blob``) of one path."""
+
+    path: str
+    status: str
+    mode: str
+    blob: str
+    new_mode: str = ""
+    old_path: str | None = None
+
+
+@dataclass(slots=True)
+class _Snapshot:
+    tree: str
+    skipped: list[str] = field(default_factory=list[str])
+    files: list[str] | None = None
+    """Paths changed since the newest checkpoint, when known without asking git."""
+    survey: tuple[int, dict[str, _watch.StatKey]] | None = None
+    """The directory survey taken before git scanned the tree (see ``_watch``)."""
+    quick: bool = False
+    """Found unchanged by the quick check: the saved watch stays valid."""
+    head: _Head | None = None
+    """The newest checkpoint when the snapshot was taken."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    commit: str
+    tree: str
+
+
+class Checkpoints:
+    """Checkpoints of the workspace at ``root``, kept in ``root/.keel/checkpoints``."""
+
+    def __init__(
+        self,
+        root: Path,
+        journal: EventSink | None = None,
+        *,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        watch: bool = True,
+    ) -> None:
+        self.root = Path(root).resolve()
+        self.watch = watch
+        """Use the directory watch (``_watch``) to skip the full scan when nothing changed."""
+        self.journal = journal
+        self.max_file_bytes = max_file_bytes
+        self.git_dir = state_dir(self.root) / "checkpoints"
+        self.git = ShadowGit(self.root, self.git_dir)
+        self.large_list = self.git_dir / LARGE_FILES
+        self.watch_file = self.git_dir / "keel-watch"
+
+    # -- taking checkpoints ---------------------------------------------------------------
+
+    def create(
+        self,
+        *,
+        session_id: str | None = None,
+        tool_use_id: str | None = None,
+        label: str | None = None,
+        kind: CheckpointKind | None = None,
+    ) -> Checkpoint:
+        """Snapshot the workspace now (``before`` with a session, else ``manual``)."""
+        chosen: CheckpointKind = kind or ("before" if session_id else "manual")
+        with self._locked():
+            cp = self._commit_snapshot(chosen, session_id, tool_use_id, label)
+        self._journal_checkpoint(cp)
+        return cp
+
+    def after_call(self, session_id: str | None, tool_use_id: str | None = None) -> Checkpoint:
+        """Snapshot what an agent call left behind (from the post-tool hook)."""
+        return self.create(session_id=session_id, tool_use_id=tool_use_id, kind="after")
+
+    # -- reading --------------------------------------------------------------------------
+
+    def history(self, session_id: str | None = None) -> list[Checkpoint]:
+        """Every checkpoint, oldest first; only one session's when ``session_id`` is given."""
+        head = self._head()
+        if head is None:
+            return []
+        raw = self.git.run("log", "-z", "--format=%H%x1f%T%x1f%P%x1f%B", head.commit)
+        items = [_parse_commit(chunk) for chunk in raw.decode("utf-8", "replace").split("\0")]
+        cps = [c for c in reversed(items) if c is not None]
+        if session_id is not None:
+            cps = [c for c in cps if c.session_id == session_id]
+        return cps
+
+    def get(self, ref: str) -> Checkpoint:
+        """The checkpoint whose id starts with ``ref`` (at least 4 hex digits)."""
+        ref = ref.strip().lower()
+        if len(ref) < 4 or any(ch not in "0123456789abcdef" for ch in ref):
+            raise UserError(
+                f"{ref!r} is not a checkpoint id (use 4 or more hex digits from "
+                "`keel checkpoint list`)",
+                code="workspace.bad_checkpoint_id",
+            )
+        found = [c for c in self.history() if c.id.startswith(ref)]
+        if not found:
+            raise UserError(f"no checkpoint {ref!r}", code="workspace.unknown_checkpoint")
+        if len(found) > 1:
+            raise UserError(
+                f"checkpoint id {ref!r} is ambiguous; give more digits",
+                code="workspace.ambiguous_checkpoint",
+            )
+        return found[0]
+
+    def find(self, session_id: str, tool_use_id: str) -> Checkpoint | None:
+        """The ``before`` checkpoint the guard took for one tool call, if any."""
+        for cp in self.history(session_id):
+            if cp.kind == "before" and cp.tool_use_id == tool_use_id:
+                return cp
+        return None
+
+    def resolve(
+        self, ref: str | None = None, *, session_id: str | None = None, last: bool = False
+    ) -> Checkpoint:
+        """Pick a checkpoint: by id, the first of a session, or the last undo point."""
+        if ref:
+            return self.get(ref)
+        if session_id is not None and not last:
+            mine = [c for c in self.history(session_id) if c.kind in TARGET_KINDS]
+            if not mine:
+                raise UserError(
+                    f"session {session_id!r} has no checkpoints", code="workspace.no_checkpoint"
+                )
+            return mine[0]
+        targets = [c for c in self.history(session_id) if c.kind in TARGET_KINDS]
+        if not targets:
+            raise UserError(
+                "there are no checkpoints yet (keel takes one before each agent change; "
+                "`keel checkpoint create` takes one by hand)",
+                code="workspace.no_checkpoint",
+            )
+        return targets[-1]
+
+    def diff(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        patch: bool = True,
+        in_scope: Callable[[str], bool] | None = None,
+    ) -> DiffResult:
+        """What changed since ``checkpoint``: files (with renames) and a unified diff."""
+        with self._locked():
+            now = self._snapshot()
+        raw = self.git.run("diff-tree", "-r", "-z", "-M", checkpoint.tree, now.tree)
+        changes = tuple(_change(e) for e in _parse_diff_tree(raw))
+        text = ""
+        if patch and changes:
+            out = self.git.run(
+                "diff", "--no-color", "--no-ext-diff", "--no-textconv", "-M",
+                checkpoint.tree, now.tree,
+            )  # fmt: skip
+            text = out.decode("utf-8", "replace")
+        outside: tuple[str, ...] = ()
+        if in_scope is not None:
+            touched = {c.path for c in changes} | {c.old_path for c in changes if c.old_path}
+            outside = tuple(sorted(p for p in touched if not in_scope(p)))
+        return DiffResult(checkpoint, changes, text, outside)
+
+    # -- rollback -------------------------------------------------------------------------
+
+    def rollback(self, target: Checkpoint, *, force: bool = False) -> RollbackResult:
+        """Undo the agent's changes since ``target``: restore those files, and only those.
+
+        Files that only someone else (the user, another session) changed since ``target``
+        are left alone (``RollbackResult.kept``). A file both the agent and someone else
+        changed makes the rollback refuse (``WorkspaceError`` code ``workspace.user_changes``
+        naming the files), so nobody's work is wiped. ``force`` restores every file changed
+        since ``target``, whoever changed it: a full reset. The state before the rollback is
+        itself a checkpoint (``RollbackResult.undo``), so a rollback can be rolled back.
+        """
+        with self._locked():
+            now = self._snapshot()
+            agent, others = self._attribute(target, now.tree)
+            raw = self.git.run("diff-tree", "-r", "-z", "--no-renames", target.tree, now.tree)
+            unknown = set(target.skipped)  # over the size cap then: no content to go back to
+            entries = [
+                e
+                for e in _parse_diff_tree(raw)
+                if "160000" not in (e.mode, e.new_mode) and e.path not in unknown
+            ]  # submodules are the user's business
+            changed = {e.path for e in entries}
+            conflicts = sorted(changed & agent & others)
+            if conflicts and not force:
+                raise WorkspaceError(
+                    _refusal(conflicts),
+                    code="workspace.user_changes",
+                    files=conflicts,
+                    checkpoint=target.short,
+                )
+            kept = sorted(changed - agent) if not force else []
+            entries = [e for e in entries if e.path not in kept]
+            restored, deleted = self._restore(entries)
+            label = f"before rollback to {target.short}"
+            undo = self._commit(now, "rollback", target.session_id, None, label)
+            after = self._commit_snapshot(
+                "restored", target.session_id, None, f"rolled back to {target.short}"
+            )
+        overwritten = sorted(changed & others) if force else []
+        result = RollbackResult(
+            target, undo, after, tuple(restored), tuple(deleted), tuple(overwritten), tuple(kept)
+        )
+        self._journal_rollback(result)
+        return result
+
+    # -- internals ------------------------------------------------------------------------
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """One keel process at a time in the shadow repository; OS errors become keel's."""
+        try:
+            self.git.ensure()
+            fd = os.open(self.git_dir / "keel.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise _io_error(exc) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        except OSError as exc:
+            raise _io_error(exc) from exc
+        finally:
+            os.close(fd)
+
+    def _head(self) -> _Head | None:
+        """The newest checkpoint (commit, tree), read without a git process."""
+        commit = self.git.read_ref(HEAD_REF)
+        if commit is None:
+            return None
+        tree = self.git.commit_tree(commit)
+        return _Head(commit, tree)
+
+    def _set_head(self, commit: str) -> None:
+        self.git.set_ref(HEAD_REF, commit)
+
+    def _snapshot(self) -> _Snapshot:
+        """Bring keel's index up to date with the work tree and write its tree.
+
+        When the directory watch says no file appeared or vanished since the newest
+        checkpoint, ``git diff-files`` (tracked files only) is all it takes to find what
+        changed; otherwise one ``git status`` (the shadow HEAD is the newest checkpoint, the
+        untracked cache on) does. When nothing changed, the newest tree is reused.
+        """
+        large, shrunk = self._large_files()  # first: a file back under the cap must show up
+        head = self._head()
+        watch = _watch.load(self.watch_file) if self.watch else None
+        quick = None if shrunk or head is None else self._quick_changes(watch, head)
+        if quick and any(os.path.basename(p) == b".gitignore" for p in quick):
+            quick, watch = None, None  # what is ignored changed: a full scan and survey
+        if quick is not None and watch is not None and head is not None:
+            worktree, staged = quick, []
+            survey: tuple[int, dict[str, _watch.StatKey]] | None = (watch.taken_ns, watch.dirs)
+            if not worktree:
+                return _Snapshot(head.tree, sorted(large), files=[], quick=True, head=head)
+        else:
+            survey = (
+                _watch.survey(self.root, watch.dirs if watch else None, self._ignored_dirs)
+                if self.watch
+                else None
+            )  # before git looks: whatever changes after this shows up next time
+            worktree, staged = self._status()
+        if survey is not None and self._ignore_rules_moved(survey[0], (*worktree, *staged)):
+            survey = None  # what is ignored changed under the survey: a full one next time
+        if not worktree and not staged and head is not None:
+            return _Snapshot(head.tree, sorted(large), files=[], survey=survey, head=head)
+        worktree = self._expand_directories(worktree)
+        add: list[bytes] = []
+        drop: list[bytes] = []
+        known_large = len(large)
+        for raw in sorted(set(worktree)):
+            if self._gone(raw):
+                drop.append(raw)  # deleted, or now behind a symlink git will not follow
+            elif raw.endswith(b"/"):
+                large.add(os.fsdecode(raw))  # a nested repository: its own business
+            elif self._too_big(raw):
+                large.add(os.fsdecode(raw))
+                drop.append(raw)  # over the cap: out of the tree, never hashed
+            else:
+                add.append(raw)
+        skipped = sorted(large)
+        if len(large) != known_large:
+            self._set_large_files(large)
+        if drop:
+            self.git.run("update-index", "-z", "--force-remove", "--stdin",
+                         stdin=b"\0".join(drop) + b"\0")  # fmt: skip
+        if head is None and not staged and len(add) > PATHSPEC_LIMIT:
+            self.git.import_files(add)  # the first snapshot: one pack, not a file per object
+        elif len(add) > PATHSPEC_LIMIT:  # matching many pathspecs costs more than a full add
+            self.git.run("add", "-A")
+        elif add:
+            self.git.run("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul",
+                         stdin=b"\0".join(add))  # fmt: skip
+        tree = self.git.run("write-tree").decode().strip()
+        if head is None:  # status keeps the untracked cache up to date from now on
+            self.git.run("update-index", "--untracked-cache", check=False)
+        files = sorted({os.fsdecode(p) for p in (*add, *drop, *staged)} - set(skipped))
+        return _Snapshot(tree, skipped, files if head is not None else None, survey, head=head)
+
+    def _quick_changes(self, watch: _watch.Watch | None, head: _Head) -> list[bytes] | None:
+        """The tracked files that changed, when the watch rules out new or removed files."""
+        if watch is None or watch.head != head.tree or watch.index != self._index_signature():
+            return None
+        if not _watch.unchanged(self.root, watch):
+            return None
+        proc = self.git.proc(["diff-files", "--name-only", "-z", "--ignore-submodules=all"])
+        if proc.returncode != 0:
+            return None
+        return [p for p in proc.stdout.split(b"\0") if p]
+
+    def _status(self) -> tuple[list[bytes], list[bytes]]:
+        """Paths that differ in the work tree (or are new), and in the index, from HEAD."""
+        out = self.git.run(  # -unormal: the untracked cache only serves that mode in git 2.39
+            "status", "--porcelain=v1", "-z", "-unormal", "--no-renames", "--ignore-submodules=all"
+        )
+        worktree: list[bytes] = []
+        staged: list[bytes] = []
+        for item in out.split(b"\0"):
+            if len(item) < 4:
+                continue
+            xy, raw = item[:2], item[3:]
+            if xy == b"??" or xy[1:] != b" ":
+                worktree.append(raw)
+            if xy[:1] not in (b" ", b"?"):
+                staged.append(raw)
+        return worktree, staged
+
+    def _ignore_rules_moved(self, taken_ns: int, paths: Iterable[bytes]) -> bool:
+        """Whether a changed ``.gitignore`` may be newer than the survey that used it."""
+        for raw in paths:
+            if os.path.basename(raw.rstrip(b"/")) != b".gitignore":
+                continue
+            try:
+                mtime = os.lstat(self.root / os.fsdecode(raw)).st_mtime_ns
+            except OSError:
+                return True
+            if mtime >= taken_ns - _watch.RACY_NS:
+                return True
+        return False
+
+    def _ignored_dirs(self, dirs: list[str]) -> set[str]:
+        """Which of ``dirs`` git ignores (their subdirectories are not watched)."""
+        if not dirs:
+            return set()
+        proc = self.git.proc(
+            ["check-ignore", "-z", "--stdin", "--no-index"],
+            stdin=b"\0".join(os.fsencode(d) + b"/" for d in dirs) + b"\0",
+            # check-ignore refuses literal pathspecs; keel's own list (big files, nested
+            # repositories) is not the user's ignore rules: those stay watched
+            env={"GIT_LITERAL_PATHSPECS": "0", "GIT_CONFIG_VALUE_0": os.devnull},
+        )  # a failure leaves every directory watched: slower, never wrong
+        return {os.fsdecode(p).rstrip("/") for p in proc.stdout.split(b"\0") if p}
+
+    def _index_signature(self) -> str:
+        try:
+            st = os.stat(self.git.index)
+        except OSError:
+            return "none"
+        return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+    def _remember(self, snap: _Snapshot) -> None:
+        """Keep the directory survey for the next checkpoint's quick check, or drop it."""
+        if snap.survey is None:
+            self.watch_file.unlink(missing_ok=True)
+            return
+        taken, dirs = snap.survey
+        _watch.save(self.watch_file, _watch.Watch(taken, snap.tree, self._index_signature(), dirs))
+
+    def _expand_directories(self, paths: list[bytes]) -> list[bytes]:
+        """Untracked directories (``dir/``) as the files in them that are not ignored."""
+        dirs = [p for p in paths if p.endswith(b"/")]
+        if not dirs:
+            return paths
+        spec = [os.fsdecode(d) for d in dirs] if len(dirs) <= PATHSPEC_LIMIT else []
+        inside = self.git.run("ls-files", "-z", "-o", "--exclude-standard", "--", *spec)
+        files = [p for p in paths if not p.endswith(b"/")]
+        return files + [p for p in inside.split(b"\0") if p]
+
+    def _large_files(self) -> tuple[set[str], bool]:
+        """Files kept out of checkpoints for their size, and whether any came back under."""
+        try:
+            lines = self.large_list.read_text(encoding="utf-8", errors="surrogateescape")
+        except OSError:
+            return set(), False
+        listed = [_unescape(ln) for ln in lines.splitlines() if ln.startswith("/")]
+        still = {p for p in listed if self._still_left_out(p)}
+        if len(still) != len(listed):
+            self._set_large_files(still)
+            return still, True
+        return still, False
+
+    def _set_large_files(self, paths: set[str]) -> None:
+        body = "".join(f"/{_escape(p)}\n" for p in sorted(paths))
+        temp = self.git_dir / f"keel-large.{os.getpid()}.{os.urandom(3).hex()}"
+        temp.write_text(LARGE_HEADER + body, encoding="utf-8", errors="surrogateescape")
+        os.replace(temp, self.large_list)
+
+    def _still_left_out(self, rel: str) -> bool:
+        if rel.endswith("/"):
+            return os.path.lexists(self.root / rel / ".git")
+        return self._too_big(os.fsencode(rel))
+
+    def _gone(self, raw: bytes) -> bool:
+        path = self.root / os.fsdecode(raw.rstrip(b"/"))
+        parent = path.parent
+        if os.path.realpath(parent) != os.path.abspath(parent):
+            return True
+        return not os.path.lexists(path)
+
+    def _too_big(self, raw: bytes) -> bool:
+        try:
+            st = os.lstat(self.root / os.fsdecode(raw))
+        except OSError:
+            return False  # deleted: `add -A` records the removal
+        return stat.S_ISREG(st.st_mode) and st.st_size > self.max_file_bytes
+
+    def _commit_snapshot(
+        self,
+        kind: CheckpointKind,
+        session_id: str | None,
+        tool_use_id: str | None,
+        label: str | None,
+    ) -> Checkpoint:
+        return self._commit(self._snapshot(), kind, session_id, tool_use_id, label)
+
+    def _commit(
+        self,
+        snap: _Snapshot,
+        kind: CheckpointKind,
+        session_id: str | None,
+        tool_use_id: str | None,
+        label: str | None,
+    ) -> Checkpoint:
+        head = snap.head if snap.head is not None else self._head()
+        reused = head is not None and head.tree == snap.tree
+        files: list[str] = []
+        if head is not None and not reused:
+            files = snap.files if snap.files is not None else self._changed(head.tree, snap.tree)
+        ts = time.time()
+        meta: dict[str, Any] = {
+            "v": 1,
+            "kind": kind,
+            "ts": ts,
+            "session_id": session_id,
+            "tool_use_id": tool_use_id,
+            "label": label,
+            "files": files[:MESSAGE_FILES_CAP],
+            "files_total": len(files),
+            "skipped": snap.skipped[:MESSAGE_FILES_CAP],
+        }
+        subject = f"keel checkpoint: {kind}" + (f" {label}" if label else "")
+        message = f"{subject.splitlines()[0][:200]}\n\n{json.dumps(meta, sort_keys=True)}\n"
+        parent = head.commit if head is not None else None
+        commit = self.git.write_commit(snap.tree, parent, message, int(ts))
+        self._set_head(commit)
+        if not snap.quick:
+            self._remember(snap)
+        return _checkpoint(commit, snap.tree, parent, meta, reused)
+
+    def _changed(self, old_tree: str, new_tree: str) -> list[str]:
+        raw = self.git.run("diff-tree", "-r", "-z", "--no-renames", "--name-only",
+                           old_tree, new_tree)  # fmt: skip
+        return [os.fsdecode(p) for p in raw.split(b"\0") if p]
+
+    def _attribute(self, target: Checkpoint, now_tree: str) -> tuple[set[str], set[str]]:
+        """Files changed after ``target`` by the agent (or keel), and by anyone else."""
+        chain = self.history()
+        start = next((i for i, c in enumerate(chain) if c.id == target.id), None)
+        if start is None:
+            raise UserError(
+                f"checkpoint {target.short} is not in this workspace's history",
+                code="workspace.unknown_checkpoint",
+            )
+        trees = [c.tree for c in chain] + [now_tree]
+        owned = _agent_intervals(chain, target.session_id)
+        found: tuple[set[str], set[str]] = (set(), set())
+        k = start + 1
+        while k < len(trees):
+            run_start, side = k, owned[k]
+            while k < len(trees) and owned[k] == side:
+                k += 1
+            a, b = trees[run_start - 1], trees[k - 1]
+            if a == b:
+                continue
+            raw = self.git.run("diff-tree", "-r", "-z", "--no-renames", "--name-only", a, b)
+            names = {os.fsdecode(p) for p in raw.split(b"\0") if p}
+            if side[0]:
+                found[0].update(names)
+            if side[1]:
+                found[1].update(names)
+        return found
+
+    def _restore(self, entries: list[_Entry]) -> tuple[list[str], list[str]]:
+        blobs = self._read_blobs([e.blob for e in entries if e.status != "A"])
+        txn = FileTransaction(self.root)
+        restored: list[str] = []
+        deleted: list[str] = []
+        for e in sorted(entries, key=lambda e: e.path):
+            path = self.root / e.path
+            if e.status == "A":
+                txn.delete(path)
+                deleted.append(e.path)
+            elif e.mode == "120000":
+                txn.symlink(path, os.fsdecode(blobs[e.blob]))
+                restored.append(e.path)
+            else:
+                txn.write(path, blobs[e.blob], _restore_mode(path, e.mode))
+                restored.append(e.path)
+        txn.commit(prune_dirs=True)
+        return restored, deleted
+
+    def _read_blobs(self, shas: list[str]) -> dict[str, bytes]:
+        unique = sorted(set(shas))
+        if not unique:
+            return {}
+        out = self.git.run("cat-file", "--batch", stdin="".join(s + "\n" for s in unique).encode())
+        blobs: dict[str, bytes] = {}
+        pos = 0
+        for sha in unique:
+            end = out.index(b"\n", pos)
+            header = out[pos:end].split()
+            if len(header) != 3:
+                raise WorkspaceError(
+                    f"checkpoint object {sha} is missing", code="workspace.corrupt"
+                )
+            size = int(header[2])
+            blobs[sha] = out[end + 1 : end + 1 + size]
+            pos = end + 1 + size + 1
+        return blobs
+
+    def _journal_checkpoint(self, cp: Checkpoint) -> None:
+        if self.journal is None:
+            return
+        payload = CheckpointPayload(
+            checkpoint_id=cp.short,
+            label=cp.label or cp.kind,
+            tool_use_id=cp.tool_use_id,
+            files=list(cp.files[:JOURNAL_FILES_CAP]),
+            detail={
+                "kind": cp.kind,
+                "id": cp.id,
+                "tree": cp.tree,
+                "reused": cp.reused,
+                "files_total": cp.files_total,
+                "skipped": list(cp.skipped[:JOURNAL_FILES_CAP]),
+            },
+        )
+        self.journal.append(Event("checkpoint", cp.session_id or MANUAL_SESSION, payload))
+
+    def _journal_rollback(self, result: RollbackResult) -> None:
+        if self.journal is None:
+            return
+        target = result.target
+        payload = CheckpointPayload(
+            checkpoint_id=target.short,
+            label=f"rollback to {target.short}",
+            tool_use_id=target.tool_use_id,
+            files=list(result.files[:JOURNAL_FILES_CAP]),
+            detail={
+                "undo": result.undo.short,
+                "after": result.after.short,
+                "restored": len(result.restored),
+                "deleted": list(result.deleted[:JOURNAL_FILES_CAP]),
+                "overwritten": list(result.overwritten),
+                "kept": list(result.kept[:JOURNAL_FILES_CAP]),
+            },
+        )
+        self.journal.append(Event("rollback", target.session_id or MANUAL_SESSION, payload))
+
+
+def _escape(path: str) -> str:
+    out = "".join("\\" + ch if ch in "*?[\\" else ch for ch in path)
+    return out[:-1] + "\\ " if out.endswith(" ") else out
+
+
+def _unescape(line: str) -> str:
+    out: list[str] = []
+    chars = iter(line[1:])
+    for ch in chars:
+        out.append(next(chars, "") if ch == "\\" else ch)
+    return "".join(out)
+
+
+def _io_error(exc: OSError) -> WorkspaceError:
+    return WorkspaceError(
+        f"checkpoint storage failed: {exc.strerror or exc} ({exc.filename or 'no file'})",
+        code="workspace.io",
+        path=str(exc.filename) if exc.filename else None,
+    )
+
+
+def _refusal(files: list[str]) -> str:
+    shown = ", ".join(files[:20]) + (f" and {len(files) - 20} more" if len(files) > 20 else "")
+    return (
+        f"refusing to roll back: {len(files)} file(s) the agent changed were also changed by "
+        f"someone else (you, or another session) after the checkpoint, and rolling back would "
+        f"lose those changes: {shown}. Save your work elsewhere, or pass --force to overwrite."
+    )
+
+
+def _agent_intervals(chain: list[Checkpoint], session_id: str | None) -> list[tuple[bool, bool]]:
+    """For each interval k (between checkpoint k-1 and k; k = len is now): (agent's, others').
+
+    With ``session_id`` only that session's calls are the agent, and an interval in which
+    another session's call was open counts as someone else's too (it cannot be told apart).
+    Without it, every session is the agent.
+    """
+    n = len(chain)
+    mine = [False] * (n + 1)
+    foreign = [False] * (n + 1)
+    for i, cp in enumerate(chain):
+        if cp.kind == "rollback":
+            end = i + 1 if i + 1 < n and chain[i + 1].kind == "restored" else i
+            _mark(mine, i, end)
+        elif cp.kind == "before":
+            ours = session_id is None or cp.session_id == session_id
+            _mark(mine if ours else foreign, i, _call_end(chain, i))
+    return [(m, f or not m) for m, f in zip(mine, foreign, strict=True)]
+
+
+def _call_end(chain: list[Checkpoint], i: int) -> int:
+    """Where the call opened at ``chain[i]`` ended: its ``after``, or the session's next step."""
+    opened = chain[i]
+    next_same: int | None = None
+    for j in range(i + 1, len(chain)):
+        cp = chain[j]
+        if cp.session_id != opened.session_id:
+            continue
+        if cp.kind == "after" and cp.tool_use_id == opened.tool_use_id:
+            return j
+        if next_same is None:
+            next_same = j
+    return next_same if next_same is not None else len(chain)
+
+
+def _mark(owned: list[bool], start: int, end: int) -> None:
+    for k in range(start + 1, end + 1):
+        owned[k] = True
+
+
+def _restore_mode(path: Path, git_mode: str) -> int:
+    executable = git_mode == "100755"
+    try:
+        current = stat.S_IMODE(os.lstat(path).st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return (0o777 if executable else 0o666) & ~umask
+    if executable:
+        return current | ((current & 0o444) >> 2)
+    return current & ~0o111
+
+
+def _parse_diff_tree(raw: bytes) -> list[_Entry]:
+    """Parse ``git diff-tree -r -z`` output: the old side of each changed path."""
+    parts = raw.split(b"\0")
+    entries: list[_Entry] = []
+    i = 0
+    while i < len(parts) and parts[i]:
+        meta = parts[i].decode().lstrip(":").split()
+        old_mode, new_mode, old_sha, _new_sha, status = meta[:5]
+        letter = status[0]
+        if letter in "RC":
+            old, new = os.fsdecode(parts[i + 1]), os.fsdecode(parts[i + 2])
+            entries.append(_Entry(new, letter, old_mode, old_sha, new_mode, old))
+            i += 3
+        else:
+            entries.append(_Entry(os.fsdecode(parts[i + 1]), letter, old_mode, old_sha, new_mode))
+            i += 2
+    return entries
+
+
+def _change(entry: _Entry) -> FileChange:
+    match entry.status:
+        case "A":
+            return FileChange(entry.path, "added")
+        case "D":
+            return FileChange(entry.path, "deleted")
+        case "T":
+            return FileChange(entry.path, "type_changed")
+        case "R" | "C":
+            return FileChange(entry.path, "renamed", entry.old_path)
+        case _:
+            return FileChange(entry.path, "modified")
+
+
+def _parse_commit(chunk: str) -> Checkpoint | None:
+    fields_ = chunk.strip("\n").split("\x1f")
+    if len(fields_) != 4:
+        return None
+    commit, tree, parent, body = fields_
+    _, _, rest = body.partition("\n\n")
+    try:
+        meta = json.loads(rest)
+    except ValueError:
+        return None
+    if not isinstance(meta, dict) or meta.get("kind") not in CHECKPOINT_KINDS:
+        return None
+    return _checkpoint(commit, tree, parent.split()[0] if parent else None, meta, None)
+
+
+def _checkpoint(
+    commit: str, tree: str, parent: str | None, meta: dict[str, Any], reused: bool | None
+) -> Checkpoint:
+    files = tuple(meta.get("files") or ())
+    return Checkpoint(
+        id=commit,
+        tree=tree,
+        kind=meta["kind"],
+        ts=float(meta.get("ts") or 0.0),
+        session_id=meta.get("session_id"),
+        tool_use_id=meta.get("tool_use_id"),
+        label=meta.get("label"),
+        files=files,
+        files_total=int(meta.get("files_total") or len(files)),
+        skipped=tuple(meta.get("skipped") or ()),
+        parent=parent,
+        reused=bool(reused) if reused is not None else (parent is not None and not files),
+    )

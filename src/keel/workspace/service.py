@@ -1,0 +1,80 @@
+"""Wiring for the CLI: checkpoints with the workspace's journal, patches under its policy.
+
+The CLI commands stay thin by calling these; each opens what the workspace has (the journal
+at ``.keel/journal.db``, the policy compiled from ``keel.toml``) and hands it to the library.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+from keel.workspace.checkpoints import Checkpoints, EventSink
+from keel.workspace.patch import PatchResult, PathPolicy, apply_patch
+
+
+def open_journal_for(root: Path) -> EventSink | None:
+    """The workspace's journal, or ``None`` when the journal package is unavailable."""
+    try:
+        from keel.journal import open_journal
+    except ImportError:
+        return None
+    return open_journal(root)
+
+
+def open_checkpoints(root: Path, *, journal: bool = True) -> Checkpoints:
+    """``Checkpoints`` for ``root``, journaling to the workspace's journal when asked."""
+    return Checkpoints(root, open_journal_for(root) if journal else None)
+
+
+def load_policy(root: Path) -> PathPolicy | None:
+    """The compiled policy of ``root`` (``keel.toml`` or the defaults), if keel.policy exists."""
+    from keel.config import config_for
+
+    policy_class = _policy_class()
+    if policy_class is None:
+        return None
+    policy: PathPolicy = policy_class.from_config(config_for(root), root)
+    return policy
+
+
+def scope_checker(root: Path) -> Callable[[str], bool]:
+    """A predicate: is a workspace-relative path inside ``[scope]``."""
+    from keel.config import config_for
+
+    policy_class = _policy_class()
+    if policy_class is None:
+        scope = config_for(root).scope
+        return lambda p: _glob_any(p, scope.include) and not _glob_any(p, scope.exclude)
+    return policy_class.from_config(config_for(root), root).in_scope
+
+
+def _policy_class() -> Any:
+    try:
+        return getattr(import_module("keel.policy"), "Policy", None)
+    except ImportError:
+        return None
+
+
+def _glob_any(path: str, globs: list[str]) -> bool:
+    return any(fnmatch.fnmatchcase(path, g) or fnmatch.fnmatchcase(path, f"{g}/*") for g in globs)
+
+
+def apply_patch_file(
+    root: Path, text: str, *, check: bool = False, session_id: str | None = None
+) -> PatchResult:
+    """Apply a patch the way ``keel patch apply`` does: policy, journal, a checkpoint first."""
+    journal = open_journal_for(root)
+    checkpoints = None if check else Checkpoints(root, journal)
+    return apply_patch(
+        root,
+        text,
+        policy=load_policy(root),
+        journal=journal,
+        session_id=session_id,
+        checkpoints=checkpoints,
+        check=check,
+    )
