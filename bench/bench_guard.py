@@ -32,8 +32,12 @@ COMMANDS = [
 def main(rounds: int = 400) -> None:
     root = Path(tempfile.mkdtemp(prefix="keel-bench-"))
     try:
-        guard = Guard.open(root, session_id="bench", agent="bench", monitor=False, checkpoints=False)
-        calls = [ToolCall("Bash", "exec", command=c, tool_use_id=f"t{i}") for i, c in enumerate(COMMANDS)]
+        guard = Guard.open(
+            root, session_id="bench", agent="bench", monitor=False, checkpoints=False
+        )
+        calls = [
+            ToolCall("Bash", "exec", command=c, tool_use_id=f"t{i}") for i, c in enumerate(COMMANDS)
+        ]
         for call in calls:  # warm caches
             guard.decide(call)
         with_journal: list[float] = []

@@ -17,7 +17,11 @@ def test_init_with_agent_merges_and_remove_undoes_exactly(tmp_path: Path) -> Non
     settings.parent.mkdir()
     mine = {
         "model": "x",
-        "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "./mine.sh"}]}]},
+        "hooks": {
+            "PreToolUse": [
+                {"matcher": "Bash", "hooks": [{"type": "command", "command": "./mine.sh"}]}
+            ]
+        },
     }
     settings.write_text(json.dumps(mine))
     out = keel(tmp_path, "init", "--agent", "claude", "--scope", "src/**,tests/**")
@@ -29,7 +33,14 @@ def test_init_with_agent_merges_and_remove_undoes_exactly(tmp_path: Path) -> Non
     assert 'include = ["src/**", "tests/**"]' in (tmp_path / "keel.toml").read_text()
     assert keel(tmp_path, "init", "--agent", "claude").returncode == 0  # idempotent
     data = json.loads(settings.read_text())
-    assert sum("hook PreToolUse" in h["command"] for g in data["hooks"]["PreToolUse"] for h in g["hooks"]) == 1
+    assert (
+        sum(
+            "hook PreToolUse" in h["command"]
+            for g in data["hooks"]["PreToolUse"]
+            for h in g["hooks"]
+        )
+        == 1
+    )
     assert keel(tmp_path, "init", "--agent", "claude", "--remove").returncode == 0
     assert json.loads(settings.read_text()) == mine
 

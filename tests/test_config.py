@@ -49,7 +49,12 @@ required = ["pytest -q"]
         ('[policy]\n\npreset = "yolo"\n', 3, "policy.preset", "config.schema"),
         ("[limits]\nmax_steps = 0\n", 2, "limits.max_steps", "config.schema"),
         ('[scope]\ninclude = ["src/[a"]\n', 2, "scope.include", "config.schema"),
-        ('[[constraints]]\ntext = "a"\n[[constraints]]\nprotect = ["x"]\n', 3, "constraints.1.text", "config.schema"),
+        (
+            '[[constraints]]\ntext = "a"\n[[constraints]]\nprotect = ["x"]\n',
+            3,
+            "constraints.1.text",
+            "config.schema",
+        ),
         ("[policy\npreset = 1\n", 1, None, "config.toml"),
         ('[policy]\npreset = "strict"\npreset = "developer"\n', 3, None, "config.toml"),
     ],

@@ -7,6 +7,7 @@ names are loaded on first use, so a hook process that needs only one module pays
 from __future__ import annotations
 
 from importlib import import_module
+
 TYPE_CHECKING = False  # typing costs ~9 ms to import; pyright still reads this block
 if TYPE_CHECKING:
     from keel.calls import ToolCall, ToolResult

@@ -26,12 +26,16 @@ def init(
     ] = None,
     scope: Annotated[
         list[str] | None,
-        typer.Option("--scope", help="Paths the task may change (globs); repeat or comma-separate."),
+        typer.Option(
+            "--scope", help="Paths the task may change (globs); repeat or comma-separate."
+        ),
     ] = None,
     remove: Annotated[
         bool, typer.Option("--remove", help="With --agent: take out exactly the hooks keel added.")
     ] = False,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing keel.toml.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite an existing keel.toml.")
+    ] = False,
     workspace: WorkspaceOpt = None,
 ) -> None:
     """Write a commented keel.toml and .keel/, git-ignore .keel/, and optionally register hooks."""
