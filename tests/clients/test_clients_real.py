@@ -225,3 +225,33 @@ def test_a_failing_gate_keeps_finishing_blocked(agent: str, base: Path) -> None:
     after_gate = told[4:]  # the requests after the model ran the (failing) gate and finished
     assert after_gate and "do not finish yet" in after_gate[0], run.diagnose()
     assert "missing.txt" in after_gate[0]
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_keel_show_reads_like_the_run_with_decisions_guidance_and_checkpoints(
+    agent: str, base: Path
+) -> None:
+    project = new_project(base, KEEL_TOML, FILES)
+    turns = [
+        shell(agent, "git reset --hard"),
+        shell(agent, "touch made.txt"),
+        *[shell(agent, "ls data")] * 4,
+    ]
+    run = run_client(agent, project, turns)
+    (session,) = _journal_sessions(project)
+    show = subprocess.run(
+        [*keel_command(), "show", session, "--workspace", str(project)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert show.returncode == 0, show.stderr
+    timeline = show.stdout
+    assert "DENY [risk.git_reset_hard]" in timeline, run.diagnose()
+    assert "touch made.txt" in timeline and "ALLOW" in timeline
+    assert "checkpoint" in timeline
+    assert "guidance" in timeline and "monitor" in timeline.lower(), timeline
+    verify = subprocess.run(
+        [*keel_command(), "verify", "--workspace", str(project)], capture_output=True, text=True
+    )
+    assert verify.returncode == 0, verify.stdout
