@@ -2,20 +2,27 @@
 
 1. Hook round trip: ``keel hook PreToolUse --agent claude < payload`` as a fresh process, against
    the interpreter's own start (``python -S -c pass``, the same interpreter), interleaved, for
-   an allowed read-only command (``ls``), an allowed changing command (``touch``), a malformed
-   payload (the adapter alone, failing closed and journaling the failure before any guard) and
-   a usage error (the console entry point alone). ``python -c pass`` (with site, which a
-   console script needs to find its packages) is measured too, for reference.
+   an allowed read-only command (``ls``: no checkpoint), an allowed changing command
+   (``touch``: a checkpoint), a malformed payload (fails closed) and a usage error (the console
+   entry point alone), each twice: answered by the resident ``keel hookd`` (the default; the
+   daemon is started by the warm-up round) and in process (``KEEL_HOOKD=0``).
+   ``python -c pass`` (with site, which a console script needs to find its packages) is
+   measured too, for reference. ``--before-src DIR`` adds the same cases run against another
+   source tree (``PYTHONPATH=DIR``), e.g. the code before a change, in the same rounds.
+   Bytecode is written (``PYTHONDONTWRITEBYTECODE`` is dropped) and one untimed warm-up round
+   fills the caches, as on a real machine after the first call. Every round uses a new
+   session, so the monitor's repeat detector never changes what is measured.
 2. A scripted Claude Code run (2 model turns, 1 Bash call) against a fake model on 127.0.0.1,
    with and without keel's hooks installed, interleaved: median wall time of each.
 
-Run: ``.venv/bin/python bench/bench_hook.py [--rounds N] [--client-rounds M]``.
+Run: ``.venv/bin/python bench/bench_hook.py [--rounds N] [--client-rounds M] [--before-src DIR]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -34,9 +41,18 @@ def keel_cmd() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "keel.cli._entry"]
 
 
-def _time(argv: list[str], stdin: bytes | None, cwd: Path) -> tuple[float, int]:
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.pop("KEEL_HOOKD", None)
+    env.update(extra)
+    return env
+
+
+def _time(
+    argv: list[str], stdin: bytes | None, cwd: Path, env: dict[str, str]
+) -> tuple[float, int]:
     start = time.perf_counter()
-    proc = subprocess.run(argv, input=stdin, cwd=cwd, capture_output=True, check=False)
+    proc = subprocess.run(argv, input=stdin, cwd=cwd, capture_output=True, check=False, env=env)
     return (time.perf_counter() - start) * 1000, proc.returncode
 
 
@@ -44,14 +60,17 @@ def _workspace() -> Path:
     root = Path(tempfile.mkdtemp(prefix="keel-bench-", dir="/tmp"))
     root.chmod(0o755)
     (root / "keel.toml").write_text('[policy]\npreset = "developer"\n')
+    past = time.time() - 60  # an old keel.toml, as in a real project: cacheable at once
+    os.utime(root / "keel.toml", (past, past))
     (root / "a.txt").write_text("a\n")
+    (root / ".keel").mkdir()  # as after `keel init`
     return root
 
 
-def _payload(root: Path, command: str, n: int) -> bytes:
+def _payload(root: Path, command: str, n: int, session: str) -> bytes:
     return json.dumps(
         {
-            "session_id": "bench-session",
+            "session_id": session,
             "cwd": str(root),
             "hook_event_name": "PreToolUse",
             "tool_name": "Bash",
@@ -63,36 +82,53 @@ def _payload(root: Path, command: str, n: int) -> bytes:
     ).encode()
 
 
-def hook_round_trip(rounds: int) -> dict[str, object]:
+def _cases(before_src: str | None) -> dict[str, tuple[str | None, dict[str, str]]]:
+    daemon, inproc = _env(KEEL_HOOKD_IDLE="120"), _env(KEEL_HOOKD="0")
+    cases: dict[str, tuple[str | None, dict[str, str]]] = {
+        "python -c pass (with site, for reference)": ("<site>", inproc),
+        "keel hook, usage error (entry point only)": ("<usage>", inproc),
+    }
+    modes = [("hookd", daemon), ("in process", inproc)]
+    if before_src:
+        modes.append(("before", _env(KEEL_HOOKD="0", PYTHONPATH=before_src)))
+    for mode, env in modes:
+        cases[f"ls (allow, read-only) [{mode}]"] = ("ls", env)
+        cases[f"touch (allow, checkpoint) [{mode}]"] = ("touch b.txt", env)
+        cases[f"bad payload [{mode}]"] = (None, env)
+    return cases
+
+
+def hook_round_trip(rounds: int, before_src: str | None = None) -> dict[str, object]:
     root = _workspace()
     base_argv = [sys.executable, "-S", "-c", "pass"]
     hook_argv = [*keel_cmd(), "hook", "PreToolUse", "--agent", "claude"]
-    cases: dict[str, str | None] = {
-        "python -c pass (with site, for reference)": "<site>",
-        "keel hook, usage error (entry point only)": "<usage>",
-        "ls (allow, read-only)": "ls",
-        "touch (allow, checkpoint)": "touch b.txt",
-        "bad payload": None,
-    }
+    cases = _cases(before_src)
     times: dict[str, list[float]] = {name: [] for name in ["baseline", *cases]}
     codes: dict[str, set[int]] = {name: set() for name in cases}
     try:
-        for i in range(rounds):
-            times["baseline"].append(_time(base_argv, None, root)[0])
-            for name, command in cases.items():
+        for i in range(-2, rounds):  # rounds -2 and -1 warm up: bytecode, caches, the daemon
+            if i == -1:
+                _wait_for_daemon(root)
+            ms = _time(base_argv, None, root, _env())[0]
+            if i >= 0:
+                times["baseline"].append(ms)
+            for j, (name, (command, env)) in enumerate(cases.items()):
+                session = f"bench-{i}-{j}"
                 argv, data = (
                     hook_argv,
-                    b"{bad" if command is None else _payload(root, str(command), i),
+                    b"{bad" if command is None else _payload(root, str(command), i, session),
                 )
                 if command == "<site>":
                     argv, data = [sys.executable, "-c", "pass"], None
                 elif command == "<usage>":
                     argv = hook_argv[:-2]
-                ms, rc = _time(argv, data, root)
+                ms, rc = _time(argv, data, root, env)
+                if i < 0:
+                    continue
                 times[name].append(ms)
                 codes[name].add(rc)
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)  # the daemon sees its socket go and exits
     base = statistics.median(times["baseline"])
     result: dict[str, object] = {"baseline_ms": round(base, 1), "rounds": rounds}
     for name in cases:
@@ -105,9 +141,24 @@ def hook_round_trip(rounds: int) -> dict[str, object]:
     return result
 
 
+def _wait_for_daemon(root: Path) -> None:
+    import socket
+
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(str(root / ".keel" / "hookd.sock"))
+            return
+        except OSError:
+            time.sleep(0.05)
+        finally:
+            sock.close()
+
+
 def claude_runs(rounds: int) -> dict[str, object]:
     try:
-        from client_harness import Turn, client_binary, make_base, new_project, run_client
+        from client_harness import Turn, client_binary, make_base, new_project, run_client  # pyright: ignore[reportMissingImports, reportUnknownVariableType]
     except ImportError as exc:
         return {"skipped": str(exc)}
     try:
@@ -139,9 +190,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--client-rounds", type=int, default=5)
+    parser.add_argument("--before-src", default=None, help="another src/ tree to compare")
     args = parser.parse_args()
     print("hook round trip vs interpreter start (interleaved medians)")
-    print(json.dumps(hook_round_trip(args.rounds), indent=2))
+    print(json.dumps(hook_round_trip(args.rounds, args.before_src), indent=2))
     if args.client_rounds > 0:
         print("scripted Claude Code run (2 turns, 1 Bash call), with and without keel's hooks")
         print(json.dumps(claude_runs(args.client_rounds), indent=2))

@@ -95,7 +95,9 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     from keel.calls import ToolCall
     from keel.guard import Guard
-    guard = Guard.open(Path(sys.argv[1]), session_id="child", agent="child", monitor=False, checkpoints=False)
+    guard = Guard.open(
+        Path(sys.argv[1]), session_id="child", agent="child", monitor=False, checkpoints=False
+    )
     d = guard.decide(ToolCall("Bash", "exec", command="ls"))
     print(d.decision, d.rule, d.reason, sep="|")
     """
@@ -117,7 +119,11 @@ def test_stop_set_here_denies_in_another_process(workdir: Path) -> None:
 
 def test_stop_via_cli_denies_policy_check_in_another_process(workdir: Path) -> None:
     keel = Path(sys.executable).with_name("keel")
-    run = lambda *a: subprocess.run([str(keel), "--workspace", str(workdir), *a], capture_output=True, text=True)  # noqa: E731
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [str(keel), "--workspace", str(workdir), *args]
+        return subprocess.run(cmd, capture_output=True, text=True)
+
     assert run("stop", "--reason", "audit").returncode == 0
     out = run("policy", "check", "--json", "--", "ls")
     assert out.returncode == 0, out.stderr

@@ -46,7 +46,7 @@ class PolicyConfig(_Section):
     preset: PresetName = "developer"
     """The base rule set: ``developer``, ``strict`` or ``readonly``."""
     allow: list[str] = Field(default_factory=list)
-    """Extra command patterns to allow, e.g. ``"docker compose ps"`` (argv prefix, globs per word)."""
+    """Extra command patterns to allow, e.g. ``"docker compose ps"`` (argv prefix, word globs)."""
     ask: list[str] = Field(default_factory=list)
     """Command patterns that need the user's approval."""
     deny: list[str] = Field(default_factory=list)

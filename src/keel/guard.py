@@ -2,12 +2,20 @@
 
 ``Guard.decide(call)`` runs, in order: the emergency stop, the policy (commands, paths, network
 and the enforced constraints), the monitor's pre-call detectors (which may turn an allow into
-a deny with guidance), and a checkpoint before anything that can change files. The call and
-the decision are journaled, the decision as a child span of the call. Any internal error is a
-deny with rule ``internal_error``: keel fails closed even where its host fails open.
+a deny with guidance), and a checkpoint before anything that can change files: writes, edits
+and shell commands, except a command line whose every simple command the policy knows to be
+read-only (``Policy.is_read_only``). The call and the decision are journaled, the decision as
+a child span of the call. Any internal error is a deny with rule ``internal_error``: keel
+fails closed even where its host fails open.
 
-``Guard.observe(result)`` journals what a tool returned, runs the post-call detectors and
-returns the guidance an adapter should deliver. ``Guard.may_finish()`` answers the gates.
+``Guard.observe(result)`` journals what a tool returned, takes the ``after`` checkpoint of a
+call that got a ``before`` one (a marker under ``.keel/guard/open/`` links the two hook
+processes), runs the post-call detectors and returns the guidance an adapter should deliver.
+``Guard.may_finish()`` answers the gates.
+
+``Guard.open`` reads keel.toml through ``keel._configview`` (a cached, validated dump), so a
+hook process imports neither pydantic nor tomllib while keel.toml is unchanged, and imports
+the checkpoint machinery only when a call needs a checkpoint.
 
 The monitor keeps its state in ``.keel/monitor/<session>.json`` between calls, because every
 hook call is a separate process.
@@ -37,7 +45,7 @@ from keel.events import (
     ToolResultPayload,
     new_span_id,
 )
-from keel.root import ensure_state_dir
+from keel.root import ensure_state_dir, state_dir
 from keel.stop import stop_reason
 
 if TYPE_CHECKING:
@@ -49,6 +57,8 @@ if TYPE_CHECKING:
 
 CHANGING_KINDS = frozenset({"write", "edit", "exec"})
 MAX_OUTPUT_JOURNALED = 4000
+MARKER_TTL = 86400.0
+"""Seconds a ``before`` checkpoint waits for its call's result before its marker is dropped."""
 
 
 def trace_id_for(session_id: str) -> str:
@@ -69,6 +79,8 @@ class Guard:
     monitor: Monitor | None = None
     checkpoints: Checkpoints | None = None
     on_error: Callable[[BaseException], None] | None = None
+    lazy_checkpoints: bool = False
+    """Create ``checkpoints`` on the first call that needs one (``Guard.open`` sets this)."""
     _call_spans: dict[str, str] = field(default_factory=dict[str, str])
 
     @classmethod
@@ -83,13 +95,28 @@ class Guard:
         monitor: bool = True,
         checkpoints: bool = True,
     ) -> Guard:
-        """A guard over ``root`` with its config, policy, journal, monitor and checkpoints."""
-        from keel.config import config_for
+        """A guard over ``root`` with its config, policy, journal, monitor and checkpoints.
+
+        ``config`` is a read-only view of the validated keel.toml (``keel._configview``), not a
+        pydantic model; the checkpoint store is opened on the first call that needs it.
+
+        Raises:
+            ConfigError: keel.toml is unreadable or invalid.
+            UsageError: ``preset`` is not a known preset.
+        """
+        from keel._configview import config_view
         from keel.policy import Policy
 
-        config = config_for(root, preset)  # pyright: ignore[reportArgumentType]
+        config = config_view(root, preset)
         policy = Policy.from_config(config, root)
-        guard = cls(root=root, config=config, policy=policy, session_id=session_id, agent=agent)
+        guard = cls(
+            root=root,
+            config=config,
+            policy=policy,
+            session_id=session_id,
+            agent=agent,
+            lazy_checkpoints=checkpoints,
+        )
         if journal:
             from keel.journal import open_journal
 
@@ -104,10 +131,6 @@ class Guard:
                 session_id=session_id,
                 agent=agent,
             )
-        if checkpoints:
-            from keel.workspace import Checkpoints
-
-            guard.checkpoints = Checkpoints(root, journal=guard.journal)
         return guard
 
     # -- deciding -------------------------------------------------------------------------
@@ -126,7 +149,7 @@ class Guard:
             )
         try:
             self._record_call(call, decision, call_span)
-            if decision.decision != "deny" and call.kind in CHANGING_KINDS:
+            if decision.decision != "deny" and self.needs_checkpoint(call):
                 self._checkpoint(call)
         except Exception as exc:
             self._report(exc)
@@ -157,11 +180,44 @@ class Guard:
             )
         return decision
 
+    def needs_checkpoint(self, call: ToolCall) -> bool:
+        """True if ``call`` can change files: writes, edits, and commands not known read-only."""
+        if call.kind not in CHANGING_KINDS:
+            return False
+        if call.kind == "exec":
+            return not self.policy.is_read_only(call.command or "", call.cwd)
+        return True
+
+    def _checkpointer(self) -> Checkpoints | None:
+        if self.checkpoints is None and self.lazy_checkpoints:
+            from keel.workspace import Checkpoints
+
+            self.checkpoints = Checkpoints(self.root, journal=self.journal)
+        return self.checkpoints
+
     def _checkpoint(self, call: ToolCall) -> None:
-        if self.checkpoints is not None:
-            self.checkpoints.create(
+        checkpoints = self._checkpointer()
+        if checkpoints is not None:
+            checkpoints.create(
                 session_id=self.session_id, tool_use_id=call.tool_use_id, label=call.tool
             )
+            marker = self._open_marker(call.tool_use_id)
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            _prune_markers(marker.parent)
+            marker.touch()
+
+    def _open_marker(self, tool_use_id: str | None) -> Path:
+        """The file saying a call got a ``before`` checkpoint (read by the post-call process)."""
+        key = f"{self.session_id}\0{tool_use_id or ''}".encode("utf-8", "replace")
+        return state_dir(self.root) / "guard" / "open" / hashlib.sha256(key).hexdigest()[:32]
+
+    def _close_call(self, tool_use_id: str | None) -> bool:
+        """True (once) if the call ``tool_use_id`` was checkpointed before it ran."""
+        try:
+            self._open_marker(tool_use_id).unlink()
+        except FileNotFoundError:
+            return False
+        return True
 
     # -- observing ------------------------------------------------------------------------
 
@@ -178,8 +234,12 @@ class Guard:
             output_hash="sha256:" + hashlib.sha256(output.encode("utf-8", "replace")).hexdigest(),
         )
         self._append("tool.result", payload, parent=self._call_spans.get(result.tool_use_id or ""))
-        if self.checkpoints is not None and result.kind in CHANGING_KINDS:
-            after_call = getattr(self.checkpoints, "after_call", None)
+        if (
+            (self.checkpoints is not None or self.lazy_checkpoints)
+            and result.kind in CHANGING_KINDS
+            and self._close_call(result.tool_use_id)
+        ):
+            after_call = getattr(self._checkpointer(), "after_call", None)
             if after_call is not None:
                 after_call(session_id=self.session_id, tool_use_id=result.tool_use_id)
         if self.monitor is None:
@@ -336,6 +396,20 @@ class Guard:
         """Close the journal."""
         if self.journal is not None:
             self.journal.close()
+
+
+def _prune_markers(folder: Path) -> None:
+    """Forget markers of calls whose result never came (a declined ask, a crashed client)."""
+    import time
+
+    cutoff = time.time() - MARKER_TTL
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            try:
+                if entry.stat().st_mtime < cutoff:
+                    os.unlink(entry.path)
+            except OSError:
+                pass
 
 
 def _advice(guidance: Guidance) -> str:

@@ -8,12 +8,20 @@ hook fails closed too.
     keel hook EVENT --agent AGENT [--fail-open] [--deadline SECONDS] [--workspace DIR]
 
 ``KEEL_HOOK_DEADLINE`` sets the default deadline in seconds.
+
+The call is first offered to the workspace's resident ``keel hookd`` through
+``keel.daemon.relay`` (C-level modules only); when no daemon answers, for whatever reason,
+it is decided here, in process (``answer``). ``KEEL_HOOKD=0`` turns the daemon off.
 """
+
+from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing and pathlib cost ~5 ms; the relay path needs neither
+if TYPE_CHECKING:
+    from typing import Any
 
 USAGE = (
     "usage: keel hook EVENT --agent claude|codex|gemini "
@@ -74,37 +82,79 @@ def parse_args(argv: list[str]) -> dict[str, Any]:
 def main(argv: list[str], guard_factory: Any = None) -> int:
     """Run one hook call: stdin in, the client's dialect out; returns the exit code.
 
-    ``guard_factory`` replaces ``keel.guard.Guard.open`` (for tests of the client dialects).
+    The resident ``keel hookd`` answers when it can (``keel.daemon.relay``); otherwise, or
+    if anything about it fails, the call is decided here. ``guard_factory`` replaces
+    ``keel.guard.Guard.open`` (for tests of the client dialects) and skips the daemon.
+    """
+    data: bytes | None = None
+    spent = 0.0
+    if guard_factory is None:
+        import time
+
+        from keel.daemon.relay import relay
+
+        start = time.monotonic()
+        try:
+            relayed = relay(argv)
+        except Exception:  # a relay bug must not cost the answer; stdin may be lost: fails closed
+            relayed = None
+        if isinstance(relayed, int):
+            return relayed
+        data, spent = relayed, time.monotonic() - start
+    code, out, err = answer(argv, data, guard_factory=guard_factory, spent=spent)
+    try:
+        if out:
+            sys.stdout.write(out)
+            sys.stdout.flush()
+        if err:
+            sys.stderr.write(err)
+            sys.stderr.flush()
+    except OSError:
+        return 0 if "--fail-open" in argv else 2
+    return code
+
+
+def answer(
+    argv: list[str], data: bytes | None = None, *, guard_factory: Any = None, spent: float = 0.0
+) -> tuple[int, str, str]:
+    """One hook call in process: ``(exit code, stdout, stderr)`` for ``keel hook ARGV``.
+
+    ``data`` is the hook's stdin (default: read from ``sys.stdin`` under the deadline);
+    ``spent`` is time already used (by a relay attempt), taken off the deadline.
     """
     try:
         opts = parse_args(argv)
     except ValueError as exc:
-        sys.stderr.write(f"keel hook: {exc}; blocked to be safe\n{USAGE}\n")
-        return 2
+        return 2, "", f"keel hook: {exc}; blocked to be safe\n{USAGE}\n"
+    from pathlib import Path
+
     from keel.adapters.runner import DEFAULT_DEADLINE, HookOptions, open_guard, run_hook
 
+    deadline = opts["deadline"] or DEFAULT_DEADLINE
     options = HookOptions(
         fail_open=opts["fail_open"],
-        deadline=opts["deadline"] or DEFAULT_DEADLINE,
+        deadline=max(deadline - spent, 0.001),
         workspace=Path(opts["workspace"]) if opts["workspace"] else None,
     )
     reply = run_hook(
         opts["agent"],
         opts["event"],
-        sys.stdin.buffer.read,
+        _reader(data),
         options=options,
         guard_factory=guard_factory or open_guard,
     )
-    try:
-        if reply.stdout:
-            sys.stdout.write(reply.stdout + "\n")
-            sys.stdout.flush()
-        if reply.stderr:
-            sys.stderr.write(reply.stderr)
-            sys.stderr.flush()
-    except OSError:
-        return 0 if options.fail_open else 2
-    return reply.exit_code
+    return reply.exit_code, reply.stdout + "\n" if reply.stdout else "", reply.stderr or ""
+
+
+def _reader(data: bytes | None) -> Any:
+    """Stdin for ``run_hook``: read under its deadline, after what a relay already read."""
+    from keel.daemon.relay import Unread
+
+    if data is None:
+        return sys.stdin.buffer.read
+    if isinstance(data, Unread):
+        return lambda: bytes(data) + sys.stdin.buffer.read()
+    return data
 
 
 def register(app: Any) -> None:
@@ -118,6 +168,7 @@ def register(app: Any) -> None:
             args += ["--workspace", str(workspace)]
         raise typer.Exit(main(args))
 
+    hook.__annotations__ = {"ctx": typer.Context, "return": None}  # typer resolves these
     hook.__doc__ = (
         "Answer an agent's hook call: `keel hook EVENT --agent claude|codex|gemini` "
         "[--fail-open] [--deadline S] (reads the client's JSON on stdin)."

@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "sandbox",
     "monitor",
     "hook",
+    "hookd",
     "demo",
 )
 

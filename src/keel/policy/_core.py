@@ -65,6 +65,23 @@ _SECRETISH = (
 )
 _TIERS: dict[str, Tier] = {}
 _INDEXES: dict[str, tuple[Index, Index, Index]] = {}
+# Read-only commands: the strict preset's allow list (inspection), minus the options with
+# which some of them write a file or run another program.
+_READ_ONLY_BUILTINS = frozenset({"cd", "pushd", "popd", ":"})
+_READ_ONLY_WRAPPERS = frozenset({"env", "timeout", "nice", "time", "command", "stdbuf", "ionice"})
+_NOT_READ_ONLY = frozenset({"awk", "gawk", "mawk", "nawk", "xxd", "man", "sed"})
+_SED_PRINT = re.compile(r"^(?:(?:\d+|\$)(?:,(?:\d+|\$))?p;?)+$")  # the ``sed -n 1,80p`` idiom
+_READ_ONLY_EXCLUDED: dict[str, tuple[str, ...]] = {
+    "tree": ("-o", "--output"),
+    "fd": ("-x", "-X", "--exec", "--exec-batch"),
+    "fdfind": ("-x", "-X", "--exec", "--exec-batch"),
+    "rg": ("--pre",),
+    "sort": ("-o", "--output", "--compress-program"),
+    "ag": ("--pager",),
+    "ack": ("--pager",),
+    "file": ("-C", "--compile"),
+    "less": ("-o", "-O", "--log-file", "--LOG-FILE"),
+}
 
 
 _PRIORITY = {"constraint": 0, "input": 0, "risk": 1, "path": 2, "network": 2, "parse": 3}
@@ -703,6 +720,66 @@ class Engine:
             "add a pattern to [policy] allow in keel.toml, or ask the user",
         )
 
+    def is_read_only(self, line: str, cwd: str | None = None) -> bool:
+        """True only if every simple command of ``line`` certainly changes no file.
+
+        A command is read-only when the strict preset's allow list (inspection commands)
+        matches it by name, no ask pattern of the inspection set matches, it writes through
+        no argument or redirect (``/dev/null`` and descriptor copies aside), carries no
+        variable assignment, and uses none of the options with which an inspection command
+        writes or runs another program. Anything unparsed, dynamic or unknown is not.
+        """
+        if self.bad_input(line, "command") is not None:
+            return False
+        if not line.strip():
+            return True
+        parsed = parse(line, cwd=self._cwd(cwd), home=self.home)
+        if parsed.issues:
+            return False
+        return all(self._reads_only(cmd) for cmd in parsed.cmds)
+
+    def _reads_only(self, cmd: Cmd) -> bool:
+        raw = cmd.name
+        if raw is None or cmd.assigns or cmd.dynamic_tail:
+            return False
+        for op, target in cmd.redirects:
+            if op in WRITE_OPS and not (
+                target is not None
+                and (
+                    target in DEVICES_WRITE or (op == ">&" and (target.isdigit() or target == "-"))
+                )
+            ):
+                return False
+        if raw == "":
+            return True
+        args = cmd.argv[1:]
+        if None in cmd.argv[:1] or raw.startswith("/") or "/" in raw:
+            return False
+        if cmd.is_wrapper:
+            return raw in _READ_ONLY_WRAPPERS
+        if raw in _READ_ONLY_BUILTINS:
+            return True
+        if raw == "sed":
+            return _sed_prints(args)
+        if raw in _NOT_READ_ONLY:
+            return False
+        excluded = _READ_ONLY_EXCLUDED.get(raw, ())
+        for a in args:
+            if a is not None and a.startswith(excluded):
+                return False
+        if raw == "uniq" and len(positional(args, frozenset({"-f", "-s", "-w"}))) > 1:
+            return False
+        if writes(raw, args) or risks(cmd, raw, args) or interpreter_code(raw, args, cmd.heredoc):
+            return False
+        argv: list[str | None] = [raw, *args]
+        allow, ask, _ = _preset_tier("strict")
+        inspect_ask = tuple(tuple(p.split()) for p in presets.INSPECT_ASK)
+        if any(match_pattern(p, argv, conservative=True) for p in inspect_ask):
+            return False
+        return any(match_pattern(p, argv, conservative=False) for p in allow) and not any(
+            match_pattern(p, argv, conservative=True) for p in ask
+        )
+
     def written_paths(self, line: str, cwd: str | None = None) -> list[str]:
         """Absolute paths a command line writes (literal targets only)."""
         if self.bad_input(line, "command") is not None or not line.strip():
@@ -756,3 +833,16 @@ class Engine:
             ],
             "max_input_bytes": self.max_input,
         }
+
+
+def _sed_prints(args: list[str | None]) -> bool:
+    """True for ``sed -n 'N,Mp' FILE...``: printing lines, the only sed taken as read-only."""
+    if "-n" not in args:
+        return False
+    scripts = [a for a in args if a is None or not a.startswith("-")]
+    return (
+        bool(scripts)
+        and scripts[0] is not None
+        and bool(_SED_PRINT.match(scripts[0]))
+        and all(a is not None and (a == "-n" or not a.startswith("-")) for a in args)
+    )

@@ -127,6 +127,20 @@ class Policy:
             case _:
                 assert_never(call.kind)
 
+    def is_read_only(self, line: str, cwd: str | None = None) -> bool:
+        """True only if every simple command of ``line`` certainly changes no file.
+
+        Read-only means: on the strict preset's allow list of inspection commands (``ls``,
+        ``cat``, ``grep``, ``git range-diff``...), without an argument, option or redirect
+        that writes a file or runs another program, and with no variable assignment. A line
+        the parser does not fully understand, and any error, gives ``False``. The guard skips
+        the checkpoint of a read-only command.
+        """
+        try:
+            return self._engine.is_read_only(line, cwd)
+        except Exception:
+            return False
+
     def written_paths(self, line: str) -> list[Path]:
         """Files a command line writes: redirects, tee, sed -i, cp, mv, rm, touch, chmod, ln..."""
         try:

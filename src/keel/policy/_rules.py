@@ -514,6 +514,13 @@ def writes(name: str, args: list[str | None]) -> list[str | None]:
             return pos(args)[1:]
         case "dd":
             return [a[3:] for a in args if a and a.startswith("of=")]
+        case "tree":
+            return [args[i + 1] for i, a in enumerate(args[:-1]) if a == "-o"] + [
+                a[9:] for a in args if a and a.startswith("--output=")
+            ]
+        case "uniq":
+            p = pos(args, frozenset({"-f", "-s", "-w", "--skip-fields", "--skip-chars"}))
+            return p[1:2]
         case "sort":
             return [args[i + 1] for i, a in enumerate(args[:-1]) if a == "-o"] + [
                 a[9:] for a in args if a and a.startswith("--output=")

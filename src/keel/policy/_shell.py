@@ -549,6 +549,9 @@ def _expand(cmd: Cmd, out: Parsed, home: str, depth: int) -> None:
         case "find":
             _find_exec(cmd, out, home, depth)
             return
+        case "fd" | "fdfind" | "rg":
+            _option_exec(cmd, out, home, depth)
+            return
         case _ if base in SHELLS:
             _shell_c(cmd, out, home, depth)
             return
@@ -593,6 +596,42 @@ def _shell_c(cmd: Cmd, out: Parsed, home: str, depth: int) -> None:
             return  # runs a script file: judged as the shell command itself
     if cmd.heredoc is not None:
         _script(cmd.heredoc, cmd, out, home, depth)
+
+
+_EXEC_OPTIONS = {
+    "fd": ("-x", "--exec", "-X", "--exec-batch"),
+    "fdfind": ("-x", "--exec", "-X", "--exec-batch"),
+    "rg": ("--pre",),
+}
+
+
+def _option_exec(cmd: Cmd, out: Parsed, home: str, depth: int) -> None:
+    """``fd -x CMD ...`` and ``rg --pre CMD`` run a program per file: judge that program."""
+    argv = cmd.argv
+    base = (cmd.name or "").rsplit("/", 1)[-1]
+    options = _EXEC_OPTIONS[base]
+    for i, a in enumerate(argv[1:], start=1):
+        if a is None:
+            continue
+        name, eq, value = a.partition("=")
+        if name not in options:
+            continue
+        if base == "rg":
+            program = value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+            inner: list[str | None] = [program, None]
+        else:
+            rest = [value] if eq else []
+            rest += argv[i + 1 :]
+            end = rest.index(";") if ";" in rest else len(rest)
+            inner = [None if w is not None and "{" in w else w for w in rest[:end]]
+        if not inner or inner[0] is None:
+            out.issues.append(
+                ("dynamic_command", f"{base} {name} runs a program only known at run time")
+            )
+            return
+        cmd.is_wrapper = True
+        _expand(cmd.derive(inner, base), out, home, depth)
+        return
 
 
 def _find_exec(cmd: Cmd, out: Parsed, home: str, depth: int) -> None:

@@ -1,0 +1,64 @@
+"""``keel hookd run|status|stop``: the resident hook server of a workspace.
+
+Hooks start ``keel hookd`` on demand (``python -m keel.daemon.server ROOT``) and it exits
+after ``KEEL_HOOKD_IDLE`` seconds without a call; these commands are for looking at it,
+running it in the foreground, and stopping it. ``KEEL_HOOKD=0`` in the agent's environment
+keeps every hook in process.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from keel.cli._common import JsonOpt, WorkspaceOpt, print_json, workspace_root
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``keel hookd`` and its subcommands to the app."""
+    sub = typer.Typer(help="The resident hook server (`keel hookd`) of a workspace.")
+    sub.command("run")(run)
+    sub.command("status")(status)
+    sub.command("stop")(stop)
+    app.add_typer(sub, name="hookd")
+
+
+def run(
+    ctx: typer.Context,
+    workspace: WorkspaceOpt = None,
+    idle: Annotated[
+        float, typer.Option("--idle", help="Seconds without a call before exiting.")
+    ] = 600.0,
+) -> None:
+    """Serve the workspace's hook calls in the foreground until idle."""
+    from keel.daemon.server import _preload, serve  # pyright: ignore[reportPrivateUsage]
+
+    _preload()
+    raise typer.Exit(serve(workspace_root(ctx, workspace), idle=idle))
+
+
+def status(ctx: typer.Context, workspace: WorkspaceOpt = None, as_json: JsonOpt = False) -> None:
+    """Whether a daemon serves the workspace."""
+    from keel.daemon.relay import enabled
+    from keel.daemon.server import daemon_running, socket_path
+
+    root = workspace_root(ctx, workspace)
+    info = {
+        "root": str(root),
+        "running": daemon_running(root),
+        "socket": str(socket_path(root)),
+        "enabled": enabled(),
+    }
+    if as_json:
+        print_json(info)
+        return
+    typer.echo(f"hookd {'running' if info['running'] else 'not running'} for {root}")
+
+
+def stop(ctx: typer.Context, workspace: WorkspaceOpt = None) -> None:
+    """Stop the workspace's daemon (hooks decide in process until one starts again)."""
+    from keel.daemon.server import stop_daemon
+
+    root = workspace_root(ctx, workspace)
+    typer.echo("hookd stopping" if stop_daemon(root) else "hookd was not running")
