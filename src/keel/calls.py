@@ -41,6 +41,8 @@ class ToolCall:
     cwd: str | None = None
     patch: str | None = None
     """Patch text (unified diff or ``*** Begin Patch``) for patch-applying tools."""
+    turn_id: str | None = None
+    """The client's id of the prompt this call serves (Claude ``prompt_id``, Codex ``turn_id``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
@@ -56,6 +58,7 @@ class ToolCall:
             "agent": self.agent,
             "cwd": self.cwd,
             "patch": self.patch,
+            "turn_id": self.turn_id,
         }
 
     @classmethod

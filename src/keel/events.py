@@ -58,6 +58,7 @@ class ToolCallPayload:
     url: str | None = None
     args: dict[str, Any] = field(default_factory=dict[str, Any])
     tool_use_id: str | None = None
+    turn_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

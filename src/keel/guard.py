@@ -304,6 +304,7 @@ class Guard:
             url=call.url,
             args=_jsonable(call.args),
             tool_use_id=call.tool_use_id,
+            turn_id=call.turn_id,
         )
         self._append("tool.call", payload, span=call_span)
         if call.tool_use_id:

@@ -69,12 +69,14 @@ HOOKS: dict[Agent, tuple[tuple[str, str | None], ...]] = {
 _RECORD = "installed-hooks.json"
 
 
+HOOK_LAUNCHER = "import sys; from keel.cli._entry import main; sys.exit(main())"
+"""What the registered hook command runs: pip's console-script wrapper imports ``re`` first,
+which costs a hook about a third of the interpreter's own start."""
+
+
 def default_keel_command() -> list[str]:
     """The command that runs keel from this interpreter, resolved past any PATH shim."""
-    script = Path(sys.executable).parent / "keel"
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script)]
-    return [sys.executable, "-m", "keel.cli._entry"]
+    return [sys.executable, "-c", HOOK_LAUNCHER]
 
 
 def hook_command(

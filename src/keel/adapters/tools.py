@@ -78,6 +78,7 @@ def to_tool_call(inp: HookInput) -> ToolCall:
         "kind": kind,
         "args": args,
         "tool_use_id": inp.tool_use_id,
+        "turn_id": inp.turn_id,
         "session_id": inp.session_id,
         "agent": inp.agent,
         "cwd": inp.cwd,
