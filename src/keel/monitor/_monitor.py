@@ -57,7 +57,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any, Literal, Protocol, assert_never
 
 from keel.calls import TOOL_KINDS, ToolCall, ToolResult
@@ -821,15 +820,14 @@ def _relative(path: str, cwd: str | None) -> str:
 
 
 def _scope_matcher(include: list[str], exclude: list[str]) -> Callable[[str], bool]:
-    def matches(path: str, globs: list[str]) -> bool:
-        path = path.removeprefix("./")
-        return any(
-            fnmatchcase(path, g) or (g.startswith("**/") and fnmatchcase(path, g[3:]))
-            for g in globs
-        )
+    """``[scope]`` with the policy's glob semantics, for a monitor used without a guard."""
+    from keel.policy._paths import GlobSet
+
+    included, excluded = GlobSet(tuple(include)), GlobSet(tuple(exclude))
 
     def in_scope(path: str) -> bool:
-        return matches(path, include) and not matches(path, exclude)
+        path = path.removeprefix("./")
+        return included.match(path) is not None and excluded.match(path) is None
 
     return in_scope
 

@@ -132,7 +132,9 @@ def glob(ctx: ProbeContext, pattern: str) -> list[str]:
     """
     if not pattern or pattern.startswith("/") or ".." in Path(pattern).parts or "\x00" in pattern:
         raise Failure("path.invalid", f"bad glob {pattern!r}: must be relative, without '..'")
-    regex = re.compile(_glob_regex(pattern))
+    from keel.policy._paths import glob_to_regex
+
+    regex = re.compile(glob_to_regex(pattern, anchored_any_depth=False), re.DOTALL)
     root = ctx.workspace
     found: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
@@ -146,28 +148,6 @@ def glob(ctx: ProbeContext, pattern: str) -> list[str]:
                     ctx.note(f"stopped after {MAX_ENTRIES} matches")
                     return sorted(found)
     return sorted(found)
-
-
-def _glob_regex(pattern: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return "".join(out)
 
 
 def read_text(ctx: ProbeContext, path: str, max_bytes: int | None = None) -> str:

@@ -6,11 +6,8 @@ at ``.keel/journal.db``, the policy compiled from ``keel.toml``) and hands it to
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Callable
-from importlib import import_module
 from pathlib import Path
-from typing import Any
 
 from keel.workspace.checkpoints import Checkpoints, EventSink
 from keel.workspace.patch import PatchResult, PathPolicy, apply_patch
@@ -30,37 +27,20 @@ def open_checkpoints(root: Path, *, journal: bool = True) -> Checkpoints:
     return Checkpoints(root, open_journal_for(root) if journal else None)
 
 
-def load_policy(root: Path) -> PathPolicy | None:
-    """The compiled policy of ``root`` (``keel.toml`` or the defaults), if keel.policy exists."""
+def load_policy(root: Path) -> PathPolicy:
+    """The compiled policy of ``root`` (``keel.toml`` or the embedded defaults)."""
     from keel.config import config_for
+    from keel.policy import Policy
 
-    policy_class = _policy_class()
-    if policy_class is None:
-        return None
-    policy: PathPolicy = policy_class.from_config(config_for(root), root)
-    return policy
+    return Policy.from_config(config_for(root), root)
 
 
 def scope_checker(root: Path) -> Callable[[str], bool]:
     """A predicate: is a workspace-relative path inside ``[scope]``."""
     from keel.config import config_for
+    from keel.policy import Policy
 
-    policy_class = _policy_class()
-    if policy_class is None:
-        scope = config_for(root).scope
-        return lambda p: _glob_any(p, scope.include) and not _glob_any(p, scope.exclude)
-    return policy_class.from_config(config_for(root), root).in_scope
-
-
-def _policy_class() -> Any:
-    try:
-        return getattr(import_module("keel.policy"), "Policy", None)
-    except ImportError:
-        return None
-
-
-def _glob_any(path: str, globs: list[str]) -> bool:
-    return any(fnmatch.fnmatchcase(path, g) or fnmatch.fnmatchcase(path, f"{g}/*") for g in globs)
+    return Policy.from_config(config_for(root), root).in_scope
 
 
 def apply_patch_file(
