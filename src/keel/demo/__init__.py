@@ -18,6 +18,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("core", "Policy, emergency stop and the audit journal"),
     ("workspace", "Checkpoints, diff, rollback and atomic patches"),
     ("plans", "Evidence-conditioned plans: probes in a sandbox, commitment only on evidence"),
+    ("hooks", "Claude Code hooks: keel init --agent claude, then keel answers the hook calls"),
     ("monitor", "Monitor: a loop caught, guided, then stopped; gates before finishing"),
 )
 
