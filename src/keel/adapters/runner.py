@@ -9,7 +9,8 @@ journaled). A stop event the client is already continuing from is never blocked 
 and gate blocks are bounded by ``[gates] max_blocks``: keel never traps an agent.
 
 Phases: ``pre_tool`` asks ``Guard.decide``; ``post_tool`` gives ``Guard.observe`` the result
-and delivers its guidance; ``stop`` asks ``Guard.may_finish``; ``session_start``, ``prompt``
+(for Codex, with the exit code read from its rollout: ``codex_transcript``) and delivers its
+guidance; ``stop`` asks ``Guard.may_finish``; ``session_start``, ``prompt``
 and ``compact`` journal the event and re-inject ``Guard.session_context()``;
 ``session_end`` journals the end.
 """
@@ -172,7 +173,12 @@ def _dispatch(guard: GuardLike, inp: HookInput, root: Path, dialect: Dialect) ->
             return dialect.pre_tool(inp, decision)
         case "post_tool":
             inp = _matched_call_id(root, inp)
-            return dialect.post_tool(inp, guard.observe(to_tool_result(inp)))
+            result = to_tool_result(inp)
+            if inp.agent == "codex":  # its hook gives no exit code: read it from the rollout
+                from keel.adapters.codex_transcript import recover_codex_result
+
+                result = recover_codex_result(inp, result)
+            return dialect.post_tool(inp, guard.observe(result))
         case "stop":
             return dialect.stop(inp, _stop_gate(guard, inp, root))
         case "session_start" | "prompt" | "compact":
