@@ -45,7 +45,8 @@ def deny_text(decision: Decision, tool: str | None) -> str:
     verb = "needs a person's approval for" if decision.decision == "ask" else "denied"
     text = f"keel {verb} {what} [{decision.rule}]: {decision.reason}"
     if decision.suggestion:
-        text += f" Instead: {decision.suggestion}"
+        stop = "" if text.endswith((".", "!", "?")) else "."
+        text += f"{stop} Instead: {decision.suggestion}"
     return text
 
 

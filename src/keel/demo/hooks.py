@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from keel.adapters.install import default_keel_command, install_hooks
 from keel.init import init_workspace
@@ -68,7 +69,9 @@ def run(console: Console, base: Path) -> None:
         decision = answer.get("hookSpecificOutput", {}).get("permissionDecision", "allow")
         reason = answer.get("hookSpecificOutput", {}).get("permissionDecisionReason", "")
         subject = tool_input.get("command") or tool_input.get("file_path", "")
-        console.print(f"  PreToolUse {tool} {subject!r} -> [bold]{decision}[/] {reason}")
+        console.print(
+            f"  PreToolUse {tool} {escape(repr(subject))} -> [bold]{decision}[/] {escape(reason)}"
+        )
         expected = "allow" if n == 0 else "deny"
         if decision != expected or out.returncode != 0:
             raise RuntimeError(f"hook answered {decision} (rc {out.returncode}): {out.stderr}")
