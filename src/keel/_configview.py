@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+from stat import S_ISREG
 
 TYPE_CHECKING = False  # typing costs 3 ms to import on the hook path
 if TYPE_CHECKING:
@@ -159,11 +160,21 @@ def config_data(root: str) -> dict[str, Any]:
     try:
         st = os.stat(path)
     except FileNotFoundError:
+        if os.path.islink(path):  # the config it points to is gone: not the same as no config
+            from keel.errors import ConfigError
+
+            raise ConfigError(
+                "a symlink to a missing file", file=path, code="config.read"
+            ) from None
         return _cached(root, "config-defaults.json", (), None)
     except OSError as exc:
         from keel.errors import ConfigError
 
         raise ConfigError(f"cannot read: {exc.strerror}", file=path, code="config.read") from exc
+    if not S_ISREG(st.st_mode):  # a directory or a FIFO named keel.toml: never the defaults
+        from keel.errors import ConfigError
+
+        raise ConfigError("not a regular file", file=path, code="config.read")
     key = (path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     import zlib
 

@@ -14,6 +14,7 @@ default. Errors name the file, the line and the key. Sections:
 from __future__ import annotations
 
 import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -250,13 +251,37 @@ def load_config(path: Path) -> KeelConfig:
 def config_for(root: Path, preset: PresetName | None = None) -> KeelConfig:
     """The config of a workspace: its keel.toml if present, else the embedded defaults."""
     path = root / CONFIG_NAME
-    if path.is_file():
+    if config_present(path):
         config = load_config(path)
         if preset is not None:
             policy = config.policy.model_copy(update={"preset": preset})
             config = config.model_copy(update={"policy": policy})
         return config
     return KeelConfig.for_preset(preset or "developer")
+
+
+def config_present(path: Path) -> bool:
+    """True if the workspace's keel.toml exists and is a regular file; False if there is none.
+
+    Raises:
+        ConfigError: something is there that cannot be a config (a directory, a FIFO, a
+            symlink loop, no permission): an error, never a silent fall back to the defaults.
+    """
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():  # the config it points to is gone: not the same as no config
+            raise ConfigError(
+                "a symlink to a missing file", file=str(path), code="config.read"
+            ) from None
+        return False
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read: {exc.strerror}", file=str(path), code="config.read"
+        ) from exc
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError("not a regular file", file=str(path), code="config.read")
+    return True
 
 
 def config_schema() -> dict[str, Any]:

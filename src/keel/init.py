@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from keel.config import CONFIG_NAME, PRESETS, PresetName, parse_config
-from keel.errors import UsageError
+from keel.config import CONFIG_NAME, PRESETS, PresetName, config_present, parse_config
+from keel.errors import UsageError, WorkspaceError
 from keel.root import ensure_state_dir
 
 _PRESET_NOTES: dict[str, str] = {
@@ -72,7 +75,7 @@ class InitResult:
 
 def render_config(preset: PresetName, scope: list[str] | None = None) -> str:
     """The commented keel.toml text for ``preset``; it always validates."""
-    include = "[" + ", ".join(f'"{g}"' for g in (scope or ["**"])) + "]"
+    include = "[" + ", ".join(json.dumps(g, ensure_ascii=False) for g in (scope or ["**"])) + "]"
     text = TEMPLATE.format(preset=preset, note=_PRESET_NOTES[preset], include=include)
     parse_config(text)
     return text
@@ -81,25 +84,54 @@ def render_config(preset: PresetName, scope: list[str] | None = None) -> str:
 def init_workspace(
     root: Path, preset: str = "developer", *, force: bool = False, scope: list[str] | None = None
 ) -> InitResult:
-    """Write keel.toml (unless present and not ``force``), create .keel/, git-ignore it."""
+    """Write keel.toml (unless present and not ``force``), create .keel/, git-ignore it.
+
+    Raises:
+        UsageError: ``preset`` is not a preset.
+        ConfigError: something that is not a regular file is named keel.toml.
+        WorkspaceError: the workspace cannot be written (checked before the first write).
+    """
     if preset not in PRESETS:
         raise UsageError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
-    root.mkdir(parents=True, exist_ok=True)
     config_path = root / CONFIG_NAME
-    wrote = False
-    if force or not config_path.exists():
-        config_path.write_text(render_config(preset, scope), encoding="utf-8")  # pyright: ignore[reportArgumentType]
-        wrote = True
-    ensure_state_dir(root)
-    return InitResult(root, config_path, wrote, _ignore_state_dir(root))
+    text = render_config(preset, scope)  # pyright: ignore[reportArgumentType]
+    if os.path.lexists(root) and not root.is_dir():
+        raise WorkspaceError(f"cannot initialise {root}: not a directory", code="workspace.init")
+    try:  # everything that can fail on a broken workspace before the first write
+        write = force or not config_present(config_path)
+        root.mkdir(parents=True, exist_ok=True)
+        ensure_state_dir(root)
+        gitignore = _gitignore_addition(root)
+        if write:
+            _write_atomic(config_path, text)
+        if gitignore:
+            with open(root / ".gitignore", "ab") as fh:  # the bytes already there stay as they are
+                fh.write(gitignore)
+    except OSError as exc:
+        where = exc.filename or root
+        raise WorkspaceError(
+            f"cannot initialise {root}: {where}: {exc.strerror or exc}", code="workspace.init"
+        ) from exc
+    return InitResult(root, config_path, write, bool(gitignore))
 
 
-def _ignore_state_dir(root: Path) -> bool:
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all (a temporary file renamed over it)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def _gitignore_addition(root: Path) -> bytes:
+    """What to append to ``.gitignore`` so that it ignores ``.keel/`` (empty if it does)."""
     gitignore = root / ".gitignore"
-    existing = gitignore.read_text(encoding="utf-8") if gitignore.exists() else ""
-    entries = {line.strip() for line in existing.splitlines()}
-    if entries & {".keel", ".keel/", "/.keel", "/.keel/"}:
-        return False
-    prefix = "" if not existing or existing.endswith("\n") else "\n"
-    gitignore.write_text(f"{existing}{prefix}.keel/\n", encoding="utf-8")
-    return True
+    raw = gitignore.read_bytes() if os.path.lexists(gitignore) else b""
+    entries = {line.strip() for line in raw.splitlines()}
+    if entries & {b".keel", b".keel/", b"/.keel", b"/.keel/"}:
+        return b""
+    return (b"" if not raw or raw.endswith(b"\n") else b"\n") + b".keel/\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from keel.errors import JournalError, KeelError
 from keel.events import Event, StopPayload
 from keel.stop import StopStatus, clear_stop, set_stop, stop_status
 
@@ -21,6 +22,7 @@ def emergency_stop(root: Path, reason: str | None = None) -> StopStatus:
             session_id=ADMIN_SESSION,
             payload=StopPayload(status.reason or "", status.by),
         ),
+        done="the emergency stop IS set",
     )
     return status
 
@@ -34,6 +36,7 @@ def emergency_resume(root: Path) -> bool:
             Event(
                 kind="resume", session_id=ADMIN_SESSION, payload=StopPayload("resumed by the user")
             ),
+            done="the emergency stop IS cleared",
         )
     return was_set
 
@@ -60,8 +63,14 @@ def workspace_status(root: Path) -> dict[str, Any]:
     }
 
 
-def _journal(root: Path, event: Event) -> None:
+def _journal(root: Path, event: Event, *, done: str) -> None:
+    """Journal ``event``; a failure says that the flag change (``done``) took effect anyway."""
     from keel.journal import open_journal
 
-    with open_journal(root) as journal:
-        journal.append(event)
+    try:
+        with open_journal(root) as journal:
+            journal.append(event)
+    except KeelError as exc:
+        raise JournalError(
+            f"{done}, but it could not be journaled: {exc.message}", code=exc.code
+        ) from exc

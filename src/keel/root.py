@@ -16,7 +16,10 @@ STATE_DIR = ".keel"
 def find_root(start: str | os.PathLike[str] | None = None, override: str | None = None) -> Path:
     """The workspace root for ``start`` (default: the current directory)."""
     if override:
-        return Path(override).expanduser().resolve()
+        try:
+            return Path(override).expanduser().resolve()
+        except (OSError, RuntimeError):  # a symlink loop: callers find it is no directory
+            return Path(os.path.abspath(os.path.expanduser(override)))
     here = Path(start or os.getcwd()).resolve()
     for candidate in (here, *here.parents):
         if (candidate / "keel.toml").is_file():

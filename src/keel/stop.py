@@ -66,25 +66,42 @@ def stop_reason(root: Path) -> str | None:
 
 def set_stop(root: Path, reason: str | None = None, by: str | None = None) -> StopStatus:
     """Set the flag atomically (write, fsync, rename) and return the new status."""
-    ensure_state_dir(root)
     status = StopStatus(True, reason or "emergency stop set by the user", time.time(), by or _who())
     path = stop_path(root)
     tmp = path.with_name(f".{STOP_FILE}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump({"reason": status.reason, "since": status.since, "by": status.by}, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        ensure_state_dir(root)
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump({"reason": status.reason, "since": status.since, "by": status.by}, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        import contextlib
+
+        with contextlib.suppress(OSError):  # there may be no .keel/ to hold it
+            os.unlink(tmp)
+        raise _flag_error("cannot set the emergency stop", path, exc) from exc
     return status
 
 
 def clear_stop(root: Path) -> bool:
     """Remove the flag; True if it was set."""
+    path = stop_path(root)
     try:
-        stop_path(root).unlink()
+        path.unlink()
     except FileNotFoundError:
         return False
+    except OSError as exc:
+        raise _flag_error("cannot clear the emergency stop", path, exc) from exc
     return True
+
+
+def _flag_error(what: str, path: Path, exc: OSError) -> Exception:
+    from keel.errors import WorkspaceError
+
+    where = exc.filename or path  # may be .keel itself, e.g. when it is a file
+    return WorkspaceError(f"{what}: {where}: {exc.strerror}", code="workspace.stop_flag")
 
 
 def _float(value: Any) -> float | None:

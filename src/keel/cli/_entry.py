@@ -30,8 +30,16 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] == ["hook"]:
         from keel.cli.hook import main as hook_main
 
-        return hook_main(args[1:])
-    fast = _fast_policy_check(args)
+        try:
+            return hook_main(args[1:])
+        except Exception as exc:  # exit 2 is every client's blocking channel: fail closed
+            name = type(exc).__name__
+            sys.stderr.write(f"keel hook: internal error ({name}); blocked to be safe\n")
+            return 0 if "--fail-open" in args else 2
+    try:
+        fast = _fast_policy_check(args)
+    except Exception as exc:
+        return _report(exc)
     if fast is not None:
         return fast
     from keel.cli.main import app
@@ -40,7 +48,25 @@ def main(argv: list[str] | None = None) -> int:
         app(args=args, prog_name="keel", standalone_mode=True)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except Exception as exc:  # last resort: a one-line error with a code, never a traceback
+        return _report(exc)
     return 0
+
+
+def _report(exc: Exception) -> int:
+    """Print an error no command handled as ``keel: error: ... [code]``; the exit code."""
+    from keel.cli._common import one_line
+    from keel.errors import KeelError, UsageError
+
+    if isinstance(exc, KeelError):
+        message, code = exc.message, exc.code
+    elif isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        message, code = f"{where}{exc.strerror or exc}", "os.error"
+    else:
+        message, code = f"internal error: {type(exc).__name__}: {exc}", "internal_error"
+    sys.stderr.write(f"keel: error: {one_line(message)} [{code}]\n")
+    return 2 if isinstance(exc, UsageError) else 1
 
 
 if __name__ == "__main__":

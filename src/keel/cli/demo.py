@@ -20,6 +20,12 @@ def demo(
     """Show keel's main jobs on a generated sample repository (offline, no API key)."""
     from rich.console import Console
 
-    from keel.demo import run_demo
+    from keel.cli._common import fail
+    from keel.demo import SECTIONS, run_demo
+    from keel.errors import UsageError
 
+    names = [name for name, _ in SECTIONS]
+    unknown = [s for s in section or [] if s not in names]
+    if unknown:
+        fail(UsageError(f"unknown section {unknown[0]!r}; choose from {', '.join(names)}"))
     run_demo(Console(), section, keep)

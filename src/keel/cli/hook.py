@@ -74,8 +74,8 @@ def parse_args(argv: list[str]) -> dict[str, Any]:
             opts["deadline"] = float(deadline)
         except ValueError:
             raise ValueError(f"--deadline must be a number of seconds, got {deadline!r}") from None
-        if not opts["deadline"] > 0:
-            raise ValueError("--deadline must be positive")
+        if not 0 < opts["deadline"] < float("inf"):  # also refuses nan
+            raise ValueError(f"--deadline must be a positive number of seconds, got {deadline!r}")
     return opts
 
 
@@ -126,6 +126,9 @@ def answer(
         opts = parse_args(argv)
     except ValueError as exc:
         return 2, "", f"keel hook: {exc}; blocked to be safe\n{USAGE}\n"
+    if opts["workspace"] and not os.path.isdir(opts["workspace"]):  # a typo must not drop keel.toml
+        what = "is not a directory" if os.path.lexists(opts["workspace"]) else "does not exist"
+        return 2, "", f"keel hook: --workspace {opts['workspace']!r} {what}; blocked to be safe\n"
     from pathlib import Path
 
     from keel.adapters.runner import DEFAULT_DEADLINE, HookOptions, open_guard, run_hook
@@ -150,6 +153,8 @@ def _reader(data: bytes | None) -> Any:
     """Stdin for ``run_hook``: read under its deadline, after what a relay already read."""
     from keel.daemon.relay import Unread
 
+    if sys.stdin is None:  # stdin closed: the same as empty input, which is blocked
+        return bytes(data) if data is not None else b""
     if data is None:
         return sys.stdin.buffer.read
     if isinstance(data, Unread):

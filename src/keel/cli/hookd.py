@@ -12,7 +12,8 @@ from typing import Annotated
 
 import typer
 
-from keel.cli._common import JsonOpt, WorkspaceOpt, print_json, workspace_root
+from keel.cli._common import JsonOpt, WorkspaceOpt, fail, print_json, workspace_root
+from keel.errors import KeelError, UsageError, WorkspaceError
 
 
 def register(app: typer.Typer) -> None:
@@ -34,8 +35,18 @@ def run(
     """Serve the workspace's hook calls in the foreground until idle."""
     from keel.daemon.server import _preload, serve  # pyright: ignore[reportPrivateUsage]
 
-    _preload()
-    raise typer.Exit(serve(workspace_root(ctx, workspace), idle=idle))
+    if not 0 < idle < float("inf"):  # also refuses nan
+        fail(UsageError(f"--idle must be a positive number of seconds, not {idle}"))
+    try:
+        root = workspace_root(ctx, workspace)
+    except KeelError as err:
+        fail(err)
+    try:
+        _preload()
+        code = serve(root, idle=idle)
+    except OSError as exc:
+        fail(WorkspaceError(f"cannot serve {root}: {exc}", code="workspace.hookd"))
+    raise typer.Exit(code)
 
 
 def status(ctx: typer.Context, workspace: WorkspaceOpt = None, as_json: JsonOpt = False) -> None:
@@ -43,7 +54,10 @@ def status(ctx: typer.Context, workspace: WorkspaceOpt = None, as_json: JsonOpt 
     from keel.daemon.relay import enabled
     from keel.daemon.server import daemon_running, socket_path
 
-    root = workspace_root(ctx, workspace)
+    try:
+        root = workspace_root(ctx, workspace)
+    except KeelError as err:
+        fail(err, as_json=as_json)
     info = {
         "root": str(root),
         "running": daemon_running(root),
@@ -60,5 +74,12 @@ def stop(ctx: typer.Context, workspace: WorkspaceOpt = None) -> None:
     """Stop the workspace's daemon (hooks decide in process until one starts again)."""
     from keel.daemon.server import stop_daemon
 
-    root = workspace_root(ctx, workspace)
-    typer.echo("hookd stopping" if stop_daemon(root) else "hookd was not running")
+    try:
+        root = workspace_root(ctx, workspace)
+    except KeelError as err:
+        fail(err)
+    try:
+        stopped = stop_daemon(root)
+    except OSError as exc:
+        fail(WorkspaceError(f"cannot stop hookd of {root}: {exc}", code="workspace.hookd"))
+    typer.echo("hookd stopping" if stopped else "hookd was not running")

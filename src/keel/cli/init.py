@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
-from keel.cli._common import WorkspaceOpt, fail
+from keel.cli._common import WorkspaceOpt, fail, utf8_text
 from keel.errors import KeelError, UsageError
+from keel.root import find_root
 
 
 def register(app: typer.Typer) -> None:
@@ -42,9 +43,12 @@ def init(
     from keel.init import init_workspace
 
     chosen = workspace or (ctx.obj or {}).get("workspace")
-    root = Path(chosen).resolve() if chosen else Path.cwd()
+    root = find_root(override=str(chosen)) if chosen else Path.cwd()
     globs = [g.strip() for item in scope or [] for g in item.split(",") if g.strip()] or None
     try:
+        for glob in globs or []:
+            if utf8_text(glob) != glob:
+                raise UsageError(f"--scope {utf8_text(glob)!r} is not valid UTF-8")
         if agent is not None:
             from keel.adapters.protocol import AGENTS
 
@@ -52,7 +56,7 @@ def init(
                 raise UsageError(f"unknown agent {agent!r}; choose one of {', '.join(AGENTS)}")
         if remove:
             if not agent:
-                fail("--remove needs --agent", exit_code=2)
+                fail(UsageError("--remove needs --agent"))
             from keel.adapters.install import remove_hooks
 
             for path in remove_hooks(root, agent):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import collections
+import contextlib
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -102,17 +104,28 @@ def _export(
     from keel.journal.timeline import resolve_session
 
     with _journal(root) as journal:
-        session_id = resolve_session(journal, session).session_id if session else None
+        session_id = resolve_session(journal, session).session_id if session is not None else None
         events = journal.events(session_id=session_id)
         if output is None:
             write_export(events, fmt, sys.stdout, include_arguments=include_arguments)
             return
+        # A regular file is written beside and renamed, so a failed export leaves no half file;
+        # anything else (/dev/stdout, a FIFO) is written in place.
+        regular = not output.exists() or output.is_file()
+        target = output.with_name(f".{output.name}.{os.getpid()}.tmp") if regular else output
         try:
-            with output.open("w", encoding="utf-8") as out:
-                count = write_export(events, fmt, out, include_arguments=include_arguments)
+            try:
+                with target.open("w", encoding="utf-8") as out:
+                    count = write_export(events, fmt, out, include_arguments=include_arguments)
+                if regular:
+                    os.replace(target, output)
+            finally:
+                if regular:
+                    with contextlib.suppress(OSError):
+                        target.unlink()
         except OSError as exc:
             raise JournalError(
-                f"cannot write {output}: {exc}", code="journal.export_write"
+                f"cannot write {output}: {exc.strerror or exc}", code="journal.export_write"
             ) from exc
     typer.echo(f"wrote {count} events to {output}", err=True)
 

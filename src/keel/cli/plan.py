@@ -112,7 +112,10 @@ def run(
     except Exception:
         policy = None
     prompt = _tty_prompt if sys.stdin.isatty() and not as_json else None
-    journal = _journal(root)
+    try:
+        journal = _journal(root)
+    except KeelError as exc:
+        fail(exc, as_json=as_json)
     try:
         report = run_plan(
             data, workspace=root, config=config, policy=policy, journal=journal,
@@ -135,7 +138,7 @@ def _answers(path: Path | None) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise UsageError(f"cannot read answers {str(path)!r}: {exc}", code="usage.answers") from exc
     if not isinstance(data, dict):
         raise UsageError("answers must be a JSON object: variable -> value", code="usage.answers")

@@ -111,6 +111,8 @@ def explain(
 def _root(ctx: typer.Context, workspace: Path | None, as_json: bool) -> Path:
     try:
         return workspace_root(ctx, workspace)
+    except KeelError as exc:
+        fail(exc, as_json=as_json, exit_code=2)
     except OSError as exc:
         fail(UsageError(f"bad workspace: {exc}"), as_json=as_json)
 

@@ -73,6 +73,8 @@ def run(
 
     if mode not in ("probe", "exec"):
         fail(UsageError(f"--mode must be probe or exec, not {mode!r}"))
+    if not 0 < timeout < float("inf"):  # also refuses nan
+        fail(UsageError(f"--timeout must be a positive number of seconds, not {timeout}"))
     if backend is not None and backend not in BACKENDS:
         fail(UsageError(f"--backend must be one of {', '.join(BACKENDS)}, not {backend!r}"))
     try:

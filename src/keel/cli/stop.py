@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from keel.cli._common import JsonOpt, WorkspaceOpt, print_json, workspace_root
+from keel.cli._common import JsonOpt, WorkspaceOpt, fail, print_json, utf8_text, workspace_root
+from keel.errors import KeelError
 
 
 def register(app: typer.Typer) -> None:
@@ -25,8 +26,11 @@ def stop(
     """Set the emergency stop: every decision is deny, in every process, until `keel resume`."""
     from keel.lifecycle import emergency_stop
 
-    root = workspace_root(ctx, workspace)
-    status = emergency_stop(root, reason)
+    try:
+        root = workspace_root(ctx, workspace)
+        status = emergency_stop(root, utf8_text(reason) if reason else reason)
+    except KeelError as err:
+        fail(err)
     typer.echo(f"emergency stop SET in {root}: {status.reason}")
 
 
@@ -34,8 +38,10 @@ def resume(ctx: typer.Context, workspace: WorkspaceOpt = None) -> None:
     """Clear the emergency stop."""
     from keel.lifecycle import emergency_resume
 
-    root = workspace_root(ctx, workspace)
-    was_set = emergency_resume(root)
+    try:
+        was_set = emergency_resume(workspace_root(ctx, workspace))
+    except KeelError as err:
+        fail(err)
     typer.echo("emergency stop cleared" if was_set else "emergency stop was not set")
 
 
@@ -43,7 +49,10 @@ def status(ctx: typer.Context, workspace: WorkspaceOpt = None, as_json: JsonOpt 
     """Show the workspace, its config, the stop flag and the journal."""
     from keel.lifecycle import workspace_status
 
-    info = workspace_status(workspace_root(ctx, workspace))
+    try:
+        info = workspace_status(workspace_root(ctx, workspace))
+    except KeelError as err:
+        fail(err, as_json=as_json)
     if as_json:
         print_json(info)
         return

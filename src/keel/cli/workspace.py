@@ -9,7 +9,15 @@ from typing import Annotated
 
 import typer
 
-from keel.cli._common import JsonOpt, WorkspaceOpt, fail, print_json, workspace_root
+from keel.cli._common import (
+    JsonOpt,
+    WorkspaceOpt,
+    fail,
+    one_line,
+    print_json,
+    utf8_text,
+    workspace_root,
+)
 from keel.errors import KeelError, UsageError
 
 checkpoint_app = typer.Typer(help="Snapshots of the workspace that keel can roll back to.")
@@ -37,7 +45,7 @@ def checkpoint_create(
 
     try:
         cps = open_checkpoints(workspace_root(ctx, workspace))
-        cp = cps.create(label=label)
+        cp = cps.create(label=utf8_text(label) if label else label)
     except KeelError as err:
         fail(err, as_json=as_json)
     if as_json:
@@ -71,9 +79,9 @@ def checkpoint_list(
         return
     for c in cps:
         when = datetime.fromtimestamp(c.ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
-        who = c.session_id or "-"
-        call = f" {c.tool_use_id}" if c.tool_use_id else ""
-        label = f"  {c.label}" if c.label else ""
+        who = one_line(c.session_id, 160) if c.session_id else "-"
+        call = f" {one_line(c.tool_use_id, 160)}" if c.tool_use_id else ""
+        label = f"  {one_line(c.label, 160)}" if c.label else ""
         files = f"  {c.files_total} file(s)" if c.files_total else ""
         typer.echo(f"{c.short}  {when}  {c.kind:<8}  {who}{call}{files}{label}")
 
@@ -189,7 +197,7 @@ def patch_apply(
     from keel.workspace.service import apply_patch_file
 
     try:
-        text = sys.stdin.read() if file == "-" else _read(Path(file))
+        text = _read_stdin() if file == "-" else _read(Path(file))
         result = apply_patch_file(workspace_root(ctx, workspace), text, check=check,
                                   session_id=session)  # fmt: skip
     except KeelError as err:
@@ -206,6 +214,15 @@ def patch_apply(
         typer.echo(f"  {f.action:<7} {f.path}{target}{offset}")
     if result.checkpoint:
         typer.echo(f"undo with: keel rollback {result.checkpoint}")
+
+
+def _read_stdin() -> str:
+    if sys.stdin is None:
+        raise UsageError("cannot read the patch: stdin is closed")
+    try:
+        return sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
+    except OSError as exc:
+        raise UsageError(f"cannot read the patch from stdin: {exc.strerror}") from exc
 
 
 def _read(path: Path) -> str:

@@ -61,7 +61,7 @@ def stop_daemon(root: Path) -> bool:
     """
     try:
         socket_path(root.resolve()).unlink()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no socket, or no .keel/ to hold one
         return False
     return True
 

@@ -213,8 +213,33 @@ def prepare(event: Event) -> Prepared:
         raise JournalError(
             f"event {event.kind!r} cannot be stored as JSON: {exc}", code="journal.unserializable"
         ) from exc
+    try:  # lone surrogates (undecodable file names, "\ud800" in JSON) cannot be UTF-8 text
+        for text in (head, payload, tail):
+            text.encode("utf-8")
+    except UnicodeEncodeError:
+        return prepare(_scrubbed(event))
     before = f'{head[:-1]},"payload":{payload},"seq":'
     return Prepared(event=event, payload=payload, before_seq=before, after_seq="," + tail[1:])
+
+
+def _scrubbed(event: Event) -> Event:
+    r"""``event`` with each lone surrogate spelled out as text (``\udcff``): storable, readable."""
+
+    def scrub(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        if isinstance(value, dict):
+            return {scrub(k): scrub(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
+        if isinstance(value, list | tuple):
+            return [scrub(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+        return value
+
+    try:
+        return Event.from_dict(scrub(event.to_dict()))
+    except (KeelError, TypeError, ValueError) as exc:
+        raise JournalError(
+            f"event {event.kind!r} cannot be stored: {exc}", code="journal.unserializable"
+        ) from exc
 
 
 def _check_row(row: Row, expected_prev: str) -> list[Problem]:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, assert_never
 
-from keel.errors import UserError
+from keel.errors import UsageError, UserError
 from keel.events import (
     CheckpointPayload,
     DataPayload,
@@ -39,18 +39,22 @@ def resolve_session(journal: Journal, prefix: str) -> SessionSummary:
     Raises:
         UserError: no session matches (``journal.session_unknown``) or several do
             (``journal.session_ambiguous``).
+        UsageError: ``prefix`` is empty (``usage.session``).
     """
+    if not prefix:  # a prefix of every id: never "the only session" by accident
+        raise UsageError("the session id is empty", code="usage.session")
     sessions = journal.sessions()
     exact = [s for s in sessions if s.session_id == prefix]
     if exact:
         return exact[0]
     matches = [s for s in sessions if s.session_id.startswith(prefix)]
     if not matches:
-        raise UserError(f"no session matches {prefix!r}", code="journal.session_unknown")
+        raise UserError(f"no session matches {clip(prefix)!r}", code="journal.session_unknown")
     if len(matches) > 1:
-        ids = ", ".join(s.session_id for s in matches[:5])
+        ids = ", ".join(repr(clip(s.session_id)) for s in matches[:5])  # repr escapes controls
         raise UserError(
-            f"{prefix!r} matches {len(matches)} sessions: {ids}", code="journal.session_ambiguous"
+            f"{clip(prefix)!r} matches {len(matches)} sessions: {ids}",
+            code="journal.session_ambiguous",
         )
     return matches[0]
 
@@ -59,6 +63,12 @@ def clip(text: str, limit: int = MAX_FIELD) -> str:
     """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def shown_id(text: str) -> str:
+    """A session id as printed: clipped, control characters escaped (ids come from agents)."""
+    flat = clip(text)
+    return flat if flat.isprintable() else repr(flat)[1:-1]
 
 
 def format_time(ts: float, *, date: bool = False) -> str:
@@ -129,7 +139,8 @@ def render_line(event: Event) -> str:
 def render_header(summary: SessionSummary) -> list[str]:
     """The lines above a session's timeline."""
     return [
-        f"session {summary.session_id}  agent {summary.agent}  trace {summary.trace_id}",
+        f"session {shown_id(summary.session_id)}  agent {shown_id(summary.agent)}  "
+        f"trace {summary.trace_id}",
         f"{summary.events} events, {format_time(summary.first_ts, date=True)} .. "
         f"{format_time(summary.last_ts, date=True)} UTC",
     ]
@@ -152,8 +163,8 @@ def render_sessions(summaries: Iterable[SessionSummary]) -> str:
     """A table of sessions, one line each: id, agent, events, first and last time."""
     rows = [
         (
-            s.session_id,
-            s.agent,
+            shown_id(s.session_id),
+            shown_id(s.agent),
             str(s.events),
             format_time(s.first_ts, date=True),
             format_time(s.last_ts, date=True),

@@ -77,7 +77,7 @@ def scan_file(
     """Run the detectors over the recorded run in ``path``.
 
     Raises:
-        UserError: the file cannot be read.
+        UserError: the file cannot be read, or ``session`` is not in it.
         PayloadError: the file is not in the given (or any known) format.
     """
     if config is None:
@@ -89,6 +89,10 @@ def scan_file(
     for event in events:
         if session is None or event.session_id == session:
             sessions.setdefault(event.session_id, []).append(event)
+    if session is not None and not sessions:
+        from keel.errors import UserError
+
+        raise UserError(f"{path}: no session {session!r}", code="monitor.session_unknown")
     runs: list[RunScan] = []
     for session_id, session_events in sessions.items():
         monitor = Monitor(config, session_id=session_id)

@@ -159,6 +159,11 @@ def load_engine(preset: str | None, config: str | None, workspace: str | None) -
             f"unknown preset {preset!r} (choose from {', '.join(PRESETS)})", code="usage.preset"
         )
     root = find_root(workspace)
+    if workspace and not os.path.isdir(root):  # never judge against a mistyped workspace
+        from keel.errors import UsageError
+
+        what = "does not exist" if not os.path.exists(root) else "is not a directory"
+        raise UsageError(f"workspace {workspace!r} {what}", code="usage.workspace")
     return Engine(load_snapshot(root, config_file=config), root, preset)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import marshal
 import os
+from stat import S_ISREG
 
 TYPE_CHECKING = False  # typing costs 3 ms to import on the hook path
 if TYPE_CHECKING:
@@ -85,11 +86,17 @@ def load_snapshot(root: str, *, config_file: str | None = None) -> dict[str, Any
     try:
         st = os.stat(path)
     except OSError as exc:
-        if config_file is None:
+        missing = isinstance(exc, FileNotFoundError)
+        if config_file is None and missing and not os.path.islink(path):
             return default_snapshot()
         from keel.errors import ConfigError
 
-        raise ConfigError(f"cannot read: {exc.strerror}", file=path, code="config.read") from exc
+        why = "a symlink to a missing file" if missing and os.path.islink(path) else exc.strerror
+        raise ConfigError(f"cannot read: {why}", file=path, code="config.read") from exc
+    if config_file is None and not S_ISREG(st.st_mode):  # never the defaults for a broken file
+        from keel.errors import ConfigError
+
+        raise ConfigError("not a regular file", file=path, code="config.read")
     key = (SNAPSHOT_VERSION, path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     cache = cache_path(root, path)
     try:
