@@ -66,3 +66,33 @@ def test_ids_come_from_each_clients_fields() -> None:
 def test_missing_session_id_gets_a_placeholder() -> None:
     inp = parse_hook_input("codex", "SessionStart", "{}")
     assert inp.session_id == "codex-unknown-session"
+
+
+def test_deeply_nested_input_is_a_json_error() -> None:
+    deep = '{"session_id": "s", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    with pytest.raises(PayloadError) as err:
+        parse_hook_input("claude", "UserPromptSubmit", deep)
+    assert err.value.code == "payload.json"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "code"),
+    [
+        ("session_id", 1, "payload.field_type"),
+        ("session_id", "a\x00b", "payload.field_value"),
+        ("session_id", "a\nb", "payload.field_value"),
+        ("session_id", "x" * 100_000, "payload.field_value"),
+        ("prompt_id", ["p"], "payload.field_type"),
+        ("cwd", "/tmp/a\x00b", "payload.field_value"),
+    ],
+)
+def test_bad_id_fields_are_refused(field: str, value: object, code: str) -> None:
+    payload = {
+        "session_id": "s",
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "hi",
+        field: value,
+    }
+    with pytest.raises(PayloadError) as err:
+        parse_hook_input("claude", "UserPromptSubmit", json.dumps(payload))
+    assert err.value.code == code

@@ -129,15 +129,15 @@ def parse_hook_input(agent: str, event: str, data: bytes | str) -> HookInput:
             code="payload.hook_event_mismatch",
         )
     tool_name, tool_input = _tool_fields(raw, phase)
-    session_id = _opt_str(raw, "session_id") or f"{agent}-unknown-session"
+    session_id = _id_str(raw, "session_id") or f"{agent}-unknown-session"
     return HookInput(
         agent=agent,  # pyright: ignore[reportArgumentType]
         event=event,
         phase=phase,
         session_id=session_id,
-        turn_id=_opt_str(raw, "prompt_id") or _opt_str(raw, "turn_id"),
+        turn_id=_id_str(raw, "prompt_id") or _id_str(raw, "turn_id"),
         tool_use_id=_tool_use_id(raw, session_id, tool_name, tool_input),
-        cwd=_opt_str(raw, "cwd"),
+        cwd=_id_str(raw, "cwd", limit=4096),
         tool_name=tool_name,
         tool_input=tool_input,
         tool_response=raw.get("tool_response"),
@@ -145,7 +145,7 @@ def parse_hook_input(agent: str, event: str, data: bytes | str) -> HookInput:
         stop_hook_active=raw.get("stop_hook_active") is True,
         prompt=_opt_str(raw, "prompt"),
         source=_opt_str(raw, "source") or _opt_str(raw, "trigger"),
-        transcript_path=_opt_str(raw, "transcript_path"),
+        transcript_path=_id_str(raw, "transcript_path", limit=4096),
         raw=raw,
     )
 
@@ -162,6 +162,8 @@ def _load_object(data: bytes | str) -> dict[str, Any]:
         value = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise PayloadError(f"hook input is not valid JSON: {exc}", code="payload.json") from exc
+    except RecursionError as exc:
+        raise PayloadError("hook input is nested too deeply", code="payload.json") from exc
     if not isinstance(value, dict):
         raise PayloadError(
             f"hook input must be a JSON object, got {type(value).__name__}", code="payload.shape"
@@ -200,6 +202,24 @@ def _tool_use_id(
         json.dumps([session_id, tool_name, tool_input], sort_keys=True, default=str).encode()
     ).hexdigest()
     return f"{DERIVED_ID_PREFIX}{digest[:20]}"
+
+
+def _id_str(raw: dict[str, Any], key: str, *, limit: int = 512) -> str | None:
+    """An id or path field: absent, or a printable string of at most ``limit`` characters."""
+    value = raw.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise PayloadError(
+            f"hook input field {key!r} must be a string, got {type(value).__name__}",
+            code="payload.field_type",
+        )
+    if len(value) > limit or not value.isprintable():
+        raise PayloadError(
+            f"hook input field {key!r} is over {limit} characters or holds control characters",
+            code="payload.field_value",
+        )
+    return value
 
 
 def _opt_str(raw: dict[str, Any], key: str) -> str | None:
