@@ -153,3 +153,16 @@ def test_dangerous_commands_denied_under_every_preset(workdir: Path, preset: str
     for command in ("rm -rf /", "git push --force origin main", "cat ~/.ssh/id_rsa"):
         assert guard.decide(ToolCall("Bash", "exec", command=command)).decision == "deny", command
     guard.close()
+
+
+def test_result_links_to_its_call_across_processes(workdir: Path) -> None:
+    first = _guard(workdir, monitor=False, checkpoints=False)
+    first.decide(ToolCall("Bash", "exec", command="ls", tool_use_id="toolu_1"))
+    first.close()
+    second = _guard(workdir, monitor=False, checkpoints=False)  # as a PostToolUse process
+    second.observe(ToolResult("Bash", "exec", ok=True, output="x", tool_use_id="toolu_1"))
+    second.close()
+    with open_journal(workdir) as journal:
+        call, decision, result = list(journal.events(session_id="s-1"))
+    assert decision.parent_span_id == call.span_id
+    assert result.kind == "tool.result" and result.parent_span_id == call.span_id

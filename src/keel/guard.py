@@ -26,8 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -78,10 +77,8 @@ class Guard:
     journal: Journal | None = None
     monitor: Monitor | None = None
     checkpoints: Checkpoints | None = None
-    on_error: Callable[[BaseException], None] | None = None
     lazy_checkpoints: bool = False
     """Create ``checkpoints`` on the first call that needs one (``Guard.open`` sets this)."""
-    _call_spans: dict[str, str] = field(default_factory=dict[str, str])
 
     @classmethod
     def open(
@@ -137,11 +134,10 @@ class Guard:
 
     def decide(self, call: ToolCall) -> Decision:
         """The decision for ``call``; journaled; never raises, never allows on error."""
-        call_span = new_span_id()
+        call_span = self._call_span(call.tool_use_id)
         try:
             decision = self._decide(call)
         except Exception as exc:
-            self._report(exc)
             decision = Decision.deny(
                 "internal_error",
                 f"keel could not decide this call ({type(exc).__name__}: {exc}); denied to be safe",
@@ -152,7 +148,6 @@ class Guard:
             if decision.decision != "deny" and self.needs_checkpoint(call):
                 self._checkpoint(call)
         except Exception as exc:
-            self._report(exc)
             return Decision.deny(
                 "internal_error",
                 f"keel could not journal or checkpoint this call ({type(exc).__name__}: {exc})",
@@ -206,6 +201,16 @@ class Guard:
             _prune_markers(marker.parent)
             marker.touch()
 
+    def _call_span(self, tool_use_id: str | None) -> str:
+        """The call's span id, derived from its tool-use id.
+
+        The result is journaled by another hook process, which derives the same id.
+        """
+        if not tool_use_id:
+            return new_span_id()
+        key = f"{self.session_id}\0{tool_use_id}".encode("utf-8", "replace")
+        return hashlib.sha256(b"span\0" + key).hexdigest()[:16]
+
     def _open_marker(self, tool_use_id: str | None) -> Path:
         """The file saying a call got a ``before`` checkpoint (read by the post-call process)."""
         key = f"{self.session_id}\0{tool_use_id or ''}".encode("utf-8", "replace")
@@ -233,15 +238,16 @@ class Guard:
             tool_use_id=result.tool_use_id,
             output_hash="sha256:" + hashlib.sha256(output.encode("utf-8", "replace")).hexdigest(),
         )
-        self._append("tool.result", payload, parent=self._call_spans.get(result.tool_use_id or ""))
+        parent = self._call_span(result.tool_use_id) if result.tool_use_id else None
+        self._append("tool.result", payload, parent=parent)
         if (
             (self.checkpoints is not None or self.lazy_checkpoints)
             and result.kind in CHANGING_KINDS
             and self._close_call(result.tool_use_id)
         ):
-            after_call = getattr(self._checkpointer(), "after_call", None)
-            if after_call is not None:
-                after_call(session_id=self.session_id, tool_use_id=result.tool_use_id)
+            checkpoints = self._checkpointer()
+            if checkpoints is not None:
+                checkpoints.after_call(session_id=self.session_id, tool_use_id=result.tool_use_id)
         if self.monitor is None:
             return None
         guidance = self.monitor.after_call(result)
@@ -307,8 +313,6 @@ class Guard:
             turn_id=call.turn_id,
         )
         self._append("tool.call", payload, span=call_span)
-        if call.tool_use_id:
-            self._call_spans[call.tool_use_id] = call_span
         subject = call.command or (", ".join(call.paths) if call.paths else None) or call.url
         self._append(
             "decision",
@@ -388,10 +392,6 @@ class Guard:
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(self.monitor.state.to_json(), encoding="utf-8")
         os.replace(tmp, path)
-
-    def _report(self, exc: BaseException) -> None:
-        if self.on_error is not None:
-            self.on_error(exc)
 
     def close(self) -> None:
         """Close the journal."""
