@@ -146,10 +146,8 @@ def _answers(path: Path | None) -> dict[str, Any]:
 
 
 def _journal(root: Path) -> Any:
-    try:
-        from keel.journal import open_journal
-    except ImportError:
-        return None
+    from keel.journal import open_journal
+
     return open_journal(root)
 
 

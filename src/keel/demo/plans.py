@@ -139,10 +139,8 @@ def _repo(base: Path) -> Path:
 
 
 def _journal(repo: Path) -> Any:
-    try:
-        from keel.journal import open_journal
-    except ImportError:
-        return None
+    from keel.journal import open_journal
+
     return open_journal(repo)
 
 

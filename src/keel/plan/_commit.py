@@ -100,13 +100,8 @@ class Committer:
             )
             if refused is not None:
                 return refused
-        try:
-            from keel.workspace.patch import apply_patch
-        except ImportError:
-            return ActionRecord(
-                step_id, "patch.apply", "refused", args, reason="patch support is not installed"
-            )
         from keel.errors import KeelError
+        from keel.workspace.patch import apply_patch
 
         try:
             result = apply_patch(self.workspace, text, policy=self.policy)

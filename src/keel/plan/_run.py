@@ -56,13 +56,11 @@ def sandboxed_runner(config: KeelConfig, *, unsafe: bool = False) -> tuple[Probe
     return SandboxedRunner(sandbox), sandbox
 
 
-def default_policy(config: KeelConfig, root: Path) -> ActionPolicy | None:
-    """Keel's policy for ``root``, or ``None`` (final writes and commands are then refused)."""
-    try:
-        from keel.policy import Policy  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return Policy.from_config(config, root)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+def default_policy(config: KeelConfig, root: Path) -> ActionPolicy:
+    """Keel's policy for ``root``."""
+    from keel.policy import Policy
+
+    return Policy.from_config(config, root)
 
 
 def run_plan(

@@ -13,12 +13,10 @@ from keel.workspace.checkpoints import Checkpoints, EventSink
 from keel.workspace.patch import PatchResult, PathPolicy, apply_patch
 
 
-def open_journal_for(root: Path) -> EventSink | None:
-    """The workspace's journal, or ``None`` when the journal package is unavailable."""
-    try:
-        from keel.journal import open_journal
-    except ImportError:
-        return None
+def open_journal_for(root: Path) -> EventSink:
+    """The workspace's journal."""
+    from keel.journal import open_journal
+
     return open_journal(root)
 
 
