@@ -614,3 +614,41 @@ def test_emergency_stop_refuses_writes(workdir: Path) -> None:
         report.actions[0].reason or ""
     )
     assert not (workdir / "out.txt").exists()
+
+
+PATCH = "--- a/app.py\n+++ b/app.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+
+
+def _patch_plan(patch: str) -> dict[str, Any]:
+    return {
+        "goal": "patch",
+        "steps": [
+            {
+                "id": "w",
+                "type": "evidence_collection",
+                "output_to": "ok",
+                "action": {"function": "fs.writable", "args": ["app.py"]},
+            },
+            {
+                "id": "p",
+                "type": "final_action",
+                "condition": {"op": "and", "vars": ["{{ok}}"]},
+                "action": {"function": "patch.apply", "args": [patch]},
+            },
+        ],
+    }
+
+
+def test_patch_apply_final_action_is_atomic_and_policy_checked(workdir: Path) -> None:
+    (workdir / "app.py").write_text("x = 1\n")
+    report = run(_patch_plan(PATCH), workdir)
+    assert report.actions[0].status == "done", report.actions[0]
+    assert (workdir / "app.py").read_text() == "x = 2\n"
+    stale = run(_patch_plan(PATCH), workdir)  # the context no longer matches
+    assert stale.actions[0].status == "failed"
+    assert (workdir / "app.py").read_text() == "x = 2\n"
+    (workdir / ".env").write_text("A=1\n")
+    secret = PATCH.replace("app.py", ".env").replace("x = 1", "A=1").replace("x = 2", "A=2")
+    refused = run(_patch_plan(secret), workdir)
+    assert refused.actions[0].status == "refused"
+    assert (workdir / ".env").read_text() == "A=1\n"
