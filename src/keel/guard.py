@@ -145,7 +145,8 @@ class Guard:
             )
         try:
             self._record_call(call, decision, call_span)
-            if decision.decision != "deny" and self.needs_checkpoint(call):
+            checkpointing = self.checkpoints is not None or self.lazy_checkpoints
+            if checkpointing and decision.decision != "deny" and self.needs_checkpoint(call):
                 self._checkpoint(call)
         except Exception as exc:
             return Decision.deny(

@@ -41,7 +41,7 @@ from keel.policy._rules import (
     url_host,
     writes,
 )
-from keel.policy._shell import SHELLS, Cmd, parse
+from keel.policy._shell import SHELLS, Cmd, Parsed, parse
 
 TYPE_CHECKING = False  # typing costs 3 ms to import on the hook path
 if TYPE_CHECKING:
@@ -199,6 +199,7 @@ class Engine:
         self.root = os.path.abspath(root)
         self.root_real = os.path.realpath(root)
         self.home = os.path.expanduser("~")
+        self._last_parse: tuple[tuple[str, str | None], Parsed] | None = None
         split = split_pattern
         self.config_tier: Tier = (
             tuple(split(p) for p in snapshot["allow"]),
@@ -464,6 +465,20 @@ class Engine:
 
     # -- commands ------------------------------------------------------------------------------
 
+    def _parse(self, line: str, cwd: str | None) -> Parsed:
+        """``parse`` with a one-line memory.
+
+        The guard judges a line, then asks whether it is read-only (to skip a checkpoint):
+        one tree-sitter parse serves both. Parsing reads no files, so the key is the text.
+        """
+        key = (line, cwd)
+        last = self._last_parse
+        if last is not None and last[0] == key:
+            return last[1]
+        parsed = parse(line, cwd=self._cwd(cwd), home=self.home)
+        self._last_parse = (key, parsed)
+        return parsed
+
     def check_line(self, line: str, cwd: str | None = None) -> Verdict:
         """Judge a shell command line: the strictest verdict over every command in it."""
         bad = self.bad_input(line, "command")
@@ -471,7 +486,7 @@ class Engine:
             return bad
         if not line.strip():
             return ("allow", "command.empty", "an empty command does nothing", None)
-        parsed = parse(line, cwd=self._cwd(cwd), home=self.home)
+        parsed = self._parse(line, cwd)
         verdicts: list[Verdict] = []
         for kind, detail in parsed.issues:
             verdicts.append(self._issue(kind, detail))
@@ -733,7 +748,7 @@ class Engine:
             return False
         if not line.strip():
             return True
-        parsed = parse(line, cwd=self._cwd(cwd), home=self.home)
+        parsed = self._parse(line, cwd)
         if parsed.issues:
             return False
         return all(self._reads_only(cmd) for cmd in parsed.cmds)
@@ -785,7 +800,7 @@ class Engine:
         if self.bad_input(line, "command") is not None or not line.strip():
             return []
         out: list[str] = []
-        for cmd in parse(line, cwd=self._cwd(cwd), home=self.home).cmds:
+        for cmd in self._parse(line, cwd).cmds:
             name = normalise(cmd.name) if cmd.name else ""
             targets = [t for op, t in cmd.redirects if op in WRITE_OPS and not (t or "0").isdigit()]
             for t in [*targets, *writes(name, cmd.argv[1:])]:
