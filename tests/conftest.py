@@ -46,7 +46,11 @@ def workdir() -> Iterator[Path]:
 
 
 @pytest.fixture(autouse=True)
-def _clean_keel_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def _clean_keel_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     for name in list(os.environ):
         if name.startswith("KEEL_") and name not in ("KEEL_REQUIRE_ALL", "KEEL_CLIENTS_DIR"):
             monkeypatch.delenv(name)
+    # keel's per-user state (journal key, chain heads) never touches the real HOME in tests.
+    monkeypatch.setenv("KEEL_STATE_DIR", str(tmp_path_factory.mktemp("keel-state")))
