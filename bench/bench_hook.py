@@ -1,7 +1,8 @@
 """Benchmark: the cost of keel's hook on every agent tool call.
 
-1. Hook round trip: ``keel hook PreToolUse --agent claude < payload`` as a fresh process, against
-   the interpreter's own start (``python -S -c pass``, the same interpreter), interleaved, for
+1. Hook round trip: the hook command ``keel init`` registers (``python -S -c <launcher> hook
+   PreToolUse --agent claude < payload``) as a fresh process, against the interpreter's own
+   start (``python -S -c pass``, the same interpreter), interleaved, for
    an allowed read-only command (``ls``: no checkpoint), an allowed changing command
    (``touch``: a checkpoint), a malformed payload (fails closed) and a usage error (the console
    entry point alone), each twice: answered by the resident ``keel hookd`` (the default; the
@@ -37,8 +38,10 @@ sys.path.insert(0, str(REPO / "tests" / "clients" / "fakes"))
 
 
 def keel_cmd() -> list[str]:
-    script = Path(sys.executable).parent / "keel"
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "keel.cli._entry"]
+    """The hook command exactly as ``keel init --agent claude`` registers it."""
+    from keel.adapters.install import default_keel_command
+
+    return default_keel_command()
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -118,6 +121,8 @@ def hook_round_trip(rounds: int, before_src: str | None = None) -> dict[str, obj
                     hook_argv,
                     b"{bad" if command is None else _payload(root, str(command), i, session),
                 )
+                if name.endswith("[before]"):  # the launcher pins its own src: use -m instead
+                    argv = [sys.executable, "-m", "keel.cli._entry", *hook_argv[-4:]]
                 if command == "<site>":
                     argv, data = [sys.executable, "-c", "pass"], None
                 elif command == "<usage>":

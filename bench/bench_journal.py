@@ -1,27 +1,33 @@
-"""Journal append cost in process: median µs per append and appends/s, against bare SQLite.
+"""Journal append cost in process: median µs per transaction and per second, against bare SQLite.
 
 Method: a fresh workspace; one ``SQLiteJournal`` (WAL) appending a realistic ``tool.call`` event,
 one transaction per append (BEGIN IMMEDIATE, read the chain head, INSERT, move the head,
-COMMIT, with canonical JSON and a SHA-256 link). Baseline, interleaved call by call in the same
-run on a second connection to the same WAL database: a bare ``INSERT`` of the same event's
-canonical JSON into a one-column table, then ``COMMIT``. Both at the default
-``synchronous=NORMAL``, then both again at ``synchronous=FULL`` (an fsync per commit). Also the
-median cost of opening an existing journal (what each hook process pays once), and the
-aggregate rate of 4 processes appending 2,000 events each at once (timed from a shared barrier).
+COMMIT, with canonical JSON and an HMAC-SHA256 link, then the head recorded outside the
+database). Then the hook's transaction: ``append_many`` of two events (call + decision) with a
+request id, its outcome and the session state. Baseline, interleaved call by call in the same
+run on a second connection to the same WAL database: a bare ``INSERT`` of the same events'
+canonical JSON into a one-column table, then ``COMMIT``. All at the default
+``synchronous=NORMAL``, then the single append again at ``synchronous=FULL`` (an fsync per
+commit). Also the median cost of opening an existing journal (what each hook process pays
+once), and the aggregate rate of 4 processes appending 2,000 events each at once (timed from
+a shared barrier).
 """
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
+import os
 import shutil
 import sqlite3
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from keel.events import Event, ToolCallPayload
+from keel.events import DecisionPayload, Event, ToolCallPayload
 from keel.journal import SQLiteJournal, journal_path, open_journal
 
 
@@ -36,27 +42,70 @@ def _event() -> Event:
     return Event("tool.call", "bench-session", payload, agent="claude")
 
 
-def _pair(root: Path, synchronous: str, rounds: int) -> tuple[list[float], list[float]]:
+def _decision() -> Event:
+    payload = DecisionPayload(
+        "allow",
+        "preset.developer.allow",
+        "tests are fine",
+        tool_use_id="toolu_01A09q90qw90lq917835lq9",
+        subject="pytest -q tests/test_parser.py -k 'not slow'",
+    )
+    return Event("decision", "bench-session", payload, agent="claude")
+
+
+def _single(journal: SQLiteJournal) -> Callable[[], object]:
+    event = _event()
+    return lambda: journal.append(event)
+
+
+def _hook_transaction(journal: SQLiteJournal) -> Callable[[], object]:
+    events = [_event(), _decision()]
+    ids = itertools.count()
+    prefix = os.urandom(4).hex()
+    state = {"turn": 3, "calls": 17, "last": "pytest -q"}
+
+    def run() -> object:
+        n = next(ids)
+        return journal.append_many(
+            events,
+            request_id=f"{prefix}-{n}",
+            outcome={"decision": "allow", "rule": "preset.developer.allow"},
+            session_state=("bench-session", {**state, "n": n}),
+            deadline=time.monotonic() + 5,
+        )
+
+    return run
+
+
+def _pair(
+    root: Path,
+    synchronous: str,
+    rounds: int,
+    op: Callable[[SQLiteJournal], Callable[[], object]] = _single,
+    per_call: int = 1,
+) -> tuple[list[float], list[float]]:
     journal = SQLiteJournal(journal_path(root), synchronous=synchronous)  # type: ignore[arg-type]
     bare = sqlite3.connect(journal_path(root), isolation_level=None)
     bare.execute(f"PRAGMA synchronous={synchronous}")
     bare.execute("CREATE TABLE IF NOT EXISTS bare (id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
-    event = _event()
-    body = event.to_json()
-    for _ in range(200):  # warm up both paths
-        journal.append(event)
+    ours_op = op(journal)
+    bodies = [(_event().to_json(),)] * per_call
+
+    def base_op() -> None:
         bare.execute("BEGIN")
-        bare.execute("INSERT INTO bare (body) VALUES (?)", (body,))
+        bare.executemany("INSERT INTO bare (body) VALUES (?)", bodies)
         bare.execute("COMMIT")
+
+    for _ in range(200):  # warm up both paths
+        ours_op()
+        base_op()
     ours: list[float] = []
     base: list[float] = []
     for _ in range(rounds):
         t0 = time.perf_counter()
-        journal.append(event)
+        ours_op()
         t1 = time.perf_counter()
-        bare.execute("BEGIN")
-        bare.execute("INSERT INTO bare (body) VALUES (?)", (body,))
-        bare.execute("COMMIT")
+        base_op()
         t2 = time.perf_counter()
         ours.append((t1 - t0) * 1e6)
         base.append((t2 - t1) * 1e6)
@@ -103,10 +152,11 @@ def _contended(root: Path, procs: int, count: int) -> float:
 
 def _report(label: str, ours: list[float], base: list[float]) -> None:
     med, bmed = statistics.median(ours), statistics.median(base)
+    p99 = statistics.quantiles(ours, n=100)[98]
     rate, brate = len(ours) / (sum(ours) / 1e6), len(base) / (sum(base) / 1e6)
     print(
-        f"{label:<14} journal.append median {med:7.1f} µs ({rate:8.0f} appends/s) | "
-        f"bare INSERT+COMMIT median {bmed:7.1f} µs ({brate:8.0f}/s) | ratio {med / bmed:.2f}x"
+        f"{label:<26} median {med:7.1f} µs, p99 {p99:7.1f} µs ({rate:7.0f}/s) | "
+        f"bare INSERT+COMMIT median {bmed:6.1f} µs ({brate:7.0f}/s) | ratio {med / bmed:.2f}x"
     )
 
 
@@ -115,9 +165,11 @@ def main(rounds: int = 5000, full_rounds: int = 500) -> None:
     try:
         open_journal(root).close()
         ours, base = _pair(root, "NORMAL", rounds)
-        _report("sync=NORMAL", ours, base)
+        _report("append, sync=NORMAL", ours, base)
+        ours, base = _pair(root, "NORMAL", rounds, _hook_transaction, per_call=2)
+        _report("append_many(2)+req+state", ours, base)
         ours, base = _pair(root, "FULL", full_rounds)
-        _report("sync=FULL", ours, base)
+        _report("append, sync=FULL", ours, base)
         print(
             f"open existing journal (connect, WAL, migration check): {_open_cost(root, 200):.0f} µs"
         )
@@ -131,7 +183,10 @@ def main(rounds: int = 5000, full_rounds: int = 500) -> None:
             f"{procs} processes x {count} appends at once: {elapsed:.2f} s wall, "
             f"{total / elapsed:.0f} appends/s aggregate"
         )
-        print(f"n={rounds} (NORMAL), n={full_rounds} (FULL), interleaved call by call")
+        print(
+            f"n={rounds} (NORMAL), n={full_rounds} (FULL), interleaved call by call; "
+            "every journal figure includes writing the head record"
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -9,7 +9,8 @@ import pytest
 
 from keel.calls import ToolCall, ToolResult
 from keel.decision import Decision
-from keel.guard import Guard, trace_id_for
+from keel.events import trace_id_for
+from keel.guard import Guard
 from keel.init import init_workspace
 from keel.journal import open_journal
 from keel.lifecycle import emergency_resume, emergency_stop
@@ -54,8 +55,11 @@ def test_journal_failure_is_a_deny(workdir: Path) -> None:
     guard = _guard(workdir, monitor=False, checkpoints=False)
 
     class BrokenJournal:
-        def append(self, event: object) -> object:
+        def append_many(self, events: object, **_: object) -> object:
             raise OSError("disk full")
+
+        def answered(self, request_id: str) -> None:
+            return None
 
         def close(self) -> None:
             pass

@@ -1,21 +1,18 @@
 """keel: a control layer that makes LLM coding agents predictable, auditable and safe.
 
-Importing keel has no side effects: no output, no files, no environment changes. The public
-names are loaded on first use, so a hook process that needs only one module pays for that one.
+Importing keel has no side effects: no output, no files, no environment changes, and no
+imports: the public names are loaded on first use, so a hook process that needs one module
+pays for that one.
 """
-
-from __future__ import annotations
-
-from importlib import import_module
 
 TYPE_CHECKING = False  # typing costs ~9 ms to import; pyright still reads this block
 if TYPE_CHECKING:
     from keel.calls import ToolCall, ToolResult
-    from keel.decision import Decision, Guidance, strictest
+    from keel.decision import Decision, Guidance
     from keel.errors import KeelError
     from keel.events import Event
 
-__all__ = ["Decision", "Event", "Guidance", "KeelError", "ToolCall", "ToolResult", "strictest"]
+__all__ = ["Decision", "Event", "Guidance", "KeelError", "ToolCall", "ToolResult"]
 __version__ = "0.1.0"
 
 _HOMES = {
@@ -25,7 +22,6 @@ _HOMES = {
     "KeelError": "keel.errors",
     "ToolCall": "keel.calls",
     "ToolResult": "keel.calls",
-    "strictest": "keel.decision",
 }
 
 
@@ -33,4 +29,6 @@ def __getattr__(name: str) -> object:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'keel' has no attribute {name!r}")
+    from importlib import import_module
+
     return getattr(import_module(home), name)

@@ -1,27 +1,41 @@
-"""keel.toml on the hook path: a validated config without importing pydantic.
+"""keel.toml on the hook path: the one config loader, and its one cache.
 
 Validating keel.toml means tomllib and pydantic, about 100 ms of imports and model building,
 on every hook process. ``config_view(root)`` pays that once per change of the file: when the
-file validates, its ``model_dump()`` is cached as JSON in ``<root>/.keel/cache/`` keyed by the
-file's path, inode, size and mtime/ctime in nanoseconds, keel's version and the schema module
-(``keel/config.py``: its size and mtime, so a new field invalidates every cache). A later
-process reads the JSON back into a :class:`ConfigView`. Only a file that validated is ever
-cached: an invalid keel.toml raises ``ConfigError`` on every call, so the hook keeps failing
-closed. Without a keel.toml the embedded defaults (``KeelConfig().model_dump()``) are cached
-the same way.
+file validates, its ``model_dump()`` is cached with ``marshal`` (a built-in module: reading
+it back costs no import) in ``<root>/.keel/cache/``, keyed by the file's path, inode, size
+and mtime/ctime in nanoseconds, keel's version and the schema module (``keel/config.py``: its
+size and mtime, so a new field invalidates every cache). A later process reads the dump back
+into a :class:`ConfigView`. Only a file that validated is ever cached: an invalid keel.toml
+raises ``ConfigError`` on every call, so the hook keeps failing closed. Without a keel.toml
+the embedded defaults (``KeelConfig().model_dump()``) are cached the same way. The policy,
+the guard, the monitor and ``keel policy check`` all read the config through here.
 
 A :class:`ConfigView` has the attribute names of ``KeelConfig`` and its sections, read-only
 and recursive (sections are views, lists are :class:`FrozenList`, which compares equal to a
-list), but none of pydantic's methods (``model_dump``, ``model_copy``...). ``config_view`` is
-typed as returning ``KeelConfig`` so that ``Guard`` and ``Monitor`` keep their annotations;
-code that needs the pydantic methods must call ``keel.config.config_for`` instead.
+list), but none of pydantic's methods (``model_dump``, ``model_copy``...). Both it and
+``KeelConfig`` satisfy the typed protocol ``keel.settings.Settings``, which is what the
+guard, the policy and the monitor are written against; code that needs pydantic's methods
+calls ``keel.config.config_for`` instead.
 """
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
 from stat import S_ISREG
+
+from keel.settings import (
+    ConstraintSettings,
+    GatesSettings,
+    LimitsSettings,
+    MonitorSettings,
+    PolicySettings,
+    ProbesSettings,
+    SandboxSettings,
+    ScopeSettings,
+    Settings,
+)
 
 TYPE_CHECKING = False  # typing costs 3 ms to import on the hook path
 if TYPE_CHECKING:
@@ -29,9 +43,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any, NoReturn
 
-    from keel.config import KeelConfig
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 CONFIG_NAME = "keel.toml"
 RACY_NS = 100_000_000
 """A keel.toml changed less than this long ago (ns) is validated but not cached yet."""
@@ -101,11 +114,90 @@ class ConfigView:
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Copy and pickle through the plain data."""
-        return (ConfigView, (self.to_dict(),))
+        return (type(self), (self.to_dict(),))
 
     def to_dict(self) -> dict[str, Any]:
         """A plain, mutable copy of the data (the ``model_dump()`` it came from)."""
         return _thaw(self)
+
+
+class PolicyView(ConfigView, PolicySettings):
+    """``[policy]``, read-only."""
+
+    __slots__ = ()
+
+
+class ScopeView(ConfigView, ScopeSettings):
+    """``[scope]``, read-only."""
+
+    __slots__ = ()
+
+
+class ConstraintView(ConfigView, ConstraintSettings):
+    """One ``[[constraints]]`` entry, read-only."""
+
+    __slots__ = ()
+
+
+class LimitsView(ConfigView, LimitsSettings):
+    """``[limits]``, read-only."""
+
+    __slots__ = ()
+
+
+class GatesView(ConfigView, GatesSettings):
+    """``[gates]``, read-only."""
+
+    __slots__ = ()
+
+
+class MonitorView(ConfigView, MonitorSettings):
+    """``[monitor]``, read-only."""
+
+    __slots__ = ()
+
+
+class ProbesView(ConfigView, ProbesSettings):
+    """``[probes]``, read-only."""
+
+    __slots__ = ()
+
+
+class SandboxView(ConfigView, SandboxSettings):
+    """``[sandbox]``, read-only."""
+
+    __slots__ = ()
+
+
+_SECTION_VIEWS: dict[str, type[ConfigView]] = {
+    "policy": PolicyView,
+    "scope": ScopeView,
+    "constraints": ConstraintView,
+    "limits": LimitsView,
+    "gates": GatesView,
+    "monitor": MonitorView,
+    "probes": ProbesView,
+    "sandbox": SandboxView,
+}
+
+
+class SettingsView(ConfigView, Settings):
+    """The whole config, read-only: each section is its typed view."""
+
+    __slots__ = ()
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        """Wrap a ``KeelConfig.model_dump()``; sections become their views."""
+        object.__setattr__(self, "_data", {k: _section(k, v) for k, v in data.items()})
+
+
+def _section(name: str, value: Any) -> Any:
+    view = _SECTION_VIEWS.get(name)
+    if view is None:
+        return _freeze(value)
+    if isinstance(value, list):
+        return FrozenList(view(v) for v in value)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    return view(value)
 
 
 def _freeze(value: Any) -> Any:
@@ -124,49 +216,51 @@ def _thaw(value: Any) -> Any:
     return value
 
 
-def config_view(root: Path | str, preset: str | None = None) -> KeelConfig:
+def config_view(
+    root: Path | str, preset: str | None = None, *, config_file: Path | str | None = None
+) -> Settings:
     """The config of the workspace at ``root`` without pydantic when the cache is fresh.
 
-    Returns a :class:`ConfigView` typed as ``KeelConfig``: it has every field of
-    ``KeelConfig`` (read-only) but not its pydantic methods. ``preset`` overrides
-    ``[policy] preset`` as in ``config_for``.
+    ``config_file`` reads another file than ``<root>/keel.toml`` (it must exist);
+    ``preset`` overrides ``[policy] preset`` as in ``config_for``.
 
     Raises:
-        ConfigError: keel.toml is unreadable or invalid (never cached, so raised every time).
+        ConfigError: the file is unreadable or invalid (never cached, so raised every time).
         UsageError: ``preset`` is not a known preset.
     """
-    data = config_data(str(root))
     if preset is not None:
-        from keel.policy._presets import PRESETS
+        from keel.hookpath import check_preset
 
-        if preset not in PRESETS:
-            from keel.errors import UsageError
-
-            raise UsageError(
-                f"unknown preset {preset!r} (choose from {', '.join(PRESETS)})",
-                code="usage.preset",
-            )
+        check_preset(preset)
+    data = config_data(str(root), None if config_file is None else str(config_file))
+    if preset is not None:
         data = {**data, "policy": {**data["policy"], "preset": preset}}
-    return ConfigView(data)  # pyright: ignore[reportReturnType]
+    return SettingsView(data)
 
 
-def config_data(root: str) -> dict[str, Any]:
+def config_source(root: Path | str, config_file: Path | str | None = None) -> str | None:
+    """The file ``config_view`` reads for ``root``, or None for the embedded defaults."""
+    path = os.path.abspath(config_file or os.path.join(root, CONFIG_NAME))
+    return path if config_file is not None or os.path.lexists(path) else None
+
+
+def config_data(root: str, config_file: str | None = None) -> dict[str, Any]:
     """The ``model_dump()`` of ``root``'s validated keel.toml (or of the defaults), cached.
 
     Raises:
-        ConfigError: keel.toml exists but is unreadable or invalid.
+        ConfigError: keel.toml (or ``config_file``) is unreadable or invalid, or
+            ``config_file`` does not exist.
     """
-    path = os.path.abspath(os.path.join(root, CONFIG_NAME))
+    path = os.path.abspath(config_file or os.path.join(root, CONFIG_NAME))
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        if os.path.islink(path):  # the config it points to is gone: not the same as no config
-            from keel.errors import ConfigError
+        if config_file is None and not os.path.islink(path):
+            return _cached(root, "config-defaults.marshal", (), None)
+        from keel.errors import ConfigError
 
-            raise ConfigError(
-                "a symlink to a missing file", file=path, code="config.read"
-            ) from None
-        return _cached(root, "config-defaults.json", (), None)
+        why = "a symlink to a missing file" if os.path.islink(path) else "no such file"
+        raise ConfigError(f"cannot read: {why}", file=path, code="config.read") from None
     except OSError as exc:
         from keel.errors import ConfigError
 
@@ -179,7 +273,7 @@ def config_data(root: str) -> dict[str, Any]:
     import zlib
 
     digest = zlib.crc32(path.encode("utf-8", "surrogateescape"))
-    return _cached(root, f"config-{digest:08x}.json", key, path)
+    return _cached(root, f"config-{digest:08x}.marshal", key, path)
 
 
 def _schema_key() -> list[Any]:
@@ -199,11 +293,11 @@ def _cached(root: str, name: str, file_key: tuple[Any, ...], path: str | None) -
     key = [*_schema_key(), *file_key]
     cache = os.path.join(root, ".keel", "cache", name)
     try:
-        with open(cache, encoding="utf-8") as fh:
-            cached = json.load(fh)
+        with open(cache, "rb") as fh:
+            cached = marshal.load(fh)
         if cached["key"] == key and isinstance(cached["config"], dict):
             return cached["config"]
-    except (OSError, ValueError, TypeError, KeyError):
+    except (OSError, EOFError, ValueError, TypeError, KeyError):
         pass
     data = _validated(path)
     if path is None or _unchanged(path, file_key):
@@ -239,14 +333,10 @@ def _unchanged(path: str, file_key: tuple[Any, ...]) -> bool:
 
 def _write(cache: str, value: dict[str, Any]) -> None:
     """Best effort: an unwritable workspace only costs speed."""
-    tmp = f"{cache}.{os.getpid()}.tmp"
+    from keel._files import write_atomic
+
     try:
         os.makedirs(os.path.dirname(cache), exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(value, fh)
-        os.replace(tmp, cache)
+        write_atomic(cache, marshal.dumps(value))
     except (OSError, ValueError, TypeError):
-        import contextlib
-
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        pass

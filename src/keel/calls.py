@@ -9,40 +9,127 @@ whatever client it came from. Kinds form a closed set:
 - ``mcp``: a tool of an MCP server (``mcp__server__tool``);
 - ``other``: anything keel does not know, judged by the default rule.
 
-This module is on the hook path: standard library only.
+``tool_kind`` holds the one table of client tool names: the hook adapters and ``keel monitor
+scan`` both classify with it.
+
+This module is on the hook path: nothing but ``keel._frozen`` is imported at run time.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from keel._frozen import Frozen
 
-ToolKind = Literal["exec", "read", "write", "edit", "network", "mcp", "other"]
+TYPE_CHECKING = False  # typing costs ~9 ms to import on the hook path
+if TYPE_CHECKING:
+    from typing import Any, Literal
+
+    ToolKind = Literal["exec", "read", "write", "edit", "network", "mcp", "other"]
+else:  # a run-time stand-in, so that modules may import the name
+    ToolKind = str
+
 TOOL_KINDS: tuple[ToolKind, ...] = ("exec", "read", "write", "edit", "network", "mcp", "other")
+_KIND_OF_TOOL: dict[str, ToolKind] = {
+    # Claude Code
+    "Bash": "exec", "Read": "read", "Write": "write", "Edit": "edit", "MultiEdit": "edit",
+    "NotebookEdit": "edit", "Glob": "read", "Grep": "read", "LS": "read",
+    "WebFetch": "network", "WebSearch": "network",
+    # Codex CLI
+    "exec_command": "exec", "shell": "exec", "shell_command": "exec", "local_shell": "exec",
+    "apply_patch": "edit", "view_image": "read", "web_search": "network",
+    # Gemini CLI (search_file_content: the older name of grep_search)
+    "run_shell_command": "exec", "read_file": "read", "read_many_files": "read",
+    "write_file": "write", "replace": "edit", "glob": "read", "grep_search": "read",
+    "search_file_content": "read", "list_directory": "read", "web_fetch": "network",
+    "google_web_search": "network",
+}  # fmt: skip
+"""Every client tool keel knows by name; searches (``WebSearch``) are ``network`` without URL."""
+_MCP_PREFIXES = ("mcp__", "mcp_")
+"""``mcp__server__tool`` (Claude, Codex), ``mcp_server_tool`` (Gemini)."""
+
+DERIVED_ID_PREFIX = "derived-"
+"""Tool-use ids keel made up for a client that sends none (Gemini)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCall:
+def tool_kind(name: str) -> ToolKind:
+    """The canonical kind of a client tool name (``other`` when keel does not know it)."""
+    kind = _KIND_OF_TOOL.get(name)
+    if kind is not None:
+        return kind
+    return "mcp" if name.startswith(_MCP_PREFIXES) else "other"
+
+
+class ToolCall(Frozen):
     """One tool call an agent wants to make, in keel's canonical form."""
 
+    __slots__ = (
+        "agent",
+        "args",
+        "command",
+        "cwd",
+        "kind",
+        "patch",
+        "paths",
+        "session_id",
+        "tool",
+        "tool_use_id",
+        "turn_id",
+        "url",
+    )  # fmt: skip
     tool: str
     """The client's own tool name (``Bash``, ``apply_patch``, ``mcp__github__create_issue``)."""
     kind: ToolKind
-    command: str | None = None
+    command: str | None
     """The shell command line, for ``exec``."""
-    paths: tuple[str, ...] = ()
+    paths: tuple[str, ...]
     """Files read, written or edited, as the client gave them."""
-    url: str | None = None
-    args: dict[str, Any] = field(default_factory=dict[str, Any])
+    url: str | None
+    args: dict[str, Any]
     """The client's raw tool arguments, kept for the journal and the monitor."""
-    tool_use_id: str | None = None
-    session_id: str | None = None
-    agent: str = "keel"
-    cwd: str | None = None
-    patch: str | None = None
+    tool_use_id: str | None
+    session_id: str | None
+    agent: str
+    cwd: str | None
+    patch: str | None
     """Patch text (unified diff or ``*** Begin Patch``) for patch-applying tools."""
-    turn_id: str | None = None
+    turn_id: str | None
     """The client's id of the prompt this call serves (Claude ``prompt_id``, Codex ``turn_id``)."""
+
+    def __init__(
+        self,
+        tool: str,
+        kind: ToolKind,
+        command: str | None = None,
+        paths: tuple[str, ...] = (),
+        url: str | None = None,
+        args: dict[str, Any] | None = None,
+        tool_use_id: str | None = None,
+        session_id: str | None = None,
+        agent: str = "keel",
+        cwd: str | None = None,
+        patch: str | None = None,
+        turn_id: str | None = None,
+    ) -> None:
+        """A call; ``paths`` is kept as a tuple and ``args`` defaults to an empty dict."""
+        if kind not in TOOL_KINDS:
+            raise ValueError(f"tool kind must be one of {TOOL_KINDS}, not {kind!r}")
+        self._init(
+            tool=tool,
+            kind=kind,
+            command=command,
+            paths=tuple(paths),
+            url=url,
+            args={} if args is None else args,
+            tool_use_id=tool_use_id,
+            session_id=session_id,
+            agent=agent,
+            cwd=cwd,
+            patch=patch,
+            turn_id=turn_id,
+        )
+
+    def __hash__(self) -> int:
+        """Hashable despite ``args`` (a dict): by everything else."""
+        return hash(tuple(v for v in self._values() if not isinstance(v, dict)))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
@@ -69,21 +156,61 @@ class ToolCall:
         return cls(**values)
 
 
-@dataclass(frozen=True, slots=True)
-class ToolResult:
+class ToolResult(Frozen):
     """What a tool call produced, as reported after it ran."""
 
+    __slots__ = (
+        "agent",
+        "call",
+        "error",
+        "exit_code",
+        "kind",
+        "ok",
+        "output",
+        "session_id",
+        "tool",
+        "tool_use_id",
+    )  # fmt: skip
     tool: str
     kind: ToolKind
     ok: bool
-    output: str = ""
+    output: str
     """The output, possibly truncated by the adapter."""
-    error: str | None = None
-    exit_code: int | None = None
-    tool_use_id: str | None = None
-    session_id: str | None = None
-    agent: str = "keel"
-    call: ToolCall | None = None
+    error: str | None
+    exit_code: int | None
+    tool_use_id: str | None
+    session_id: str | None
+    agent: str
+    call: ToolCall | None
+
+    def __init__(
+        self,
+        tool: str,
+        kind: ToolKind,
+        ok: bool,
+        output: str = "",
+        error: str | None = None,
+        exit_code: int | None = None,
+        tool_use_id: str | None = None,
+        session_id: str | None = None,
+        agent: str = "keel",
+        call: ToolCall | None = None,
+    ) -> None:
+        """A result of a call of ``kind``."""
+        if kind not in TOOL_KINDS:
+            raise ValueError(f"tool kind must be one of {TOOL_KINDS}, not {kind!r}")
+        self._init(
+            tool=tool,
+            kind=kind,
+            ok=ok,
+            output=output,
+            error=error,
+            exit_code=exit_code,
+            tool_use_id=tool_use_id,
+            session_id=session_id,
+            agent=agent,
+            call=call,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""

@@ -184,6 +184,28 @@ class SandboxConfig(_Section):
     """RLIMIT_NOFILE of sandboxed processes."""
     max_output_kb: int = Field(default=4096, ge=1)
     """Bytes of stdout and of stderr kept per run (in KiB); the rest is discarded."""
+    writable: list[str] = Field(default_factory=list)
+    """``keel exec``: extra writable paths, absolute or ``~/``-relative (missing ones skipped)."""
+    read_only: list[str] = Field(default_factory=list)
+    """``keel exec``: workspace-relative globs kept read-only (and quarantined when created)."""
+    home_read_only: list[str] = Field(default_factory=list)
+    """``keel exec``: entries of your HOME (``~/``-relative) visible read-only; never secrets."""
+    protect_ci: bool = True
+    """``keel exec``: also keep ``.github/workflows``, ``.pre-commit-config.yaml`` and ``.husky``
+    read-only."""
+    control_depth: int = Field(default=6, ge=0, le=64)
+    """``keel exec``: how many directory levels below the workspace root are searched for control
+    files (``keel.toml``, ``.git/hooks``...); deeper ones are neither protected nor quarantined."""
+    exec_timeout_seconds: float = Field(default=600, gt=0)
+    """``keel exec``: the wall-clock limit when ``--timeout`` is not given."""
+    exec_tmp_mb: int = Field(default=1024, ge=16)
+    """``keel exec``: size of the private ``/tmp`` and of the fresh HOME (each a tmpfs, in MiB)."""
+    exec_memory_mb: int = Field(default=0, ge=0)
+    """``keel exec``: RLIMIT_AS in MiB; 0 means no limit (JVM, Go and node reserve large ranges)."""
+    exec_max_processes: int = Field(default=4096, ge=16)
+    """``keel exec``: RLIMIT_NPROC (not enforced by the kernel for root)."""
+    exec_max_open_files: int = Field(default=8192, ge=64)
+    """``keel exec``: RLIMIT_NOFILE (clamped to the current hard limit)."""
 
 
 class KeelConfig(_Section):

@@ -2,31 +2,47 @@
 
 ``Decision`` is what the guard answers for a tool call: ``allow``, ``ask`` or ``deny``, always
 with the id of the rule that decided, a reason a person can read and, where there is one, a
-suggestion of what to do instead. ``strictest`` combines several: deny beats ask beats allow.
+suggestion of what to do instead. ``Guidance`` is what the monitor tells the agent, at one of
+four levels (``GUIDANCE_LEVELS``, mildest first).
 
-This module is on the hook path: standard library only.
+This module is on the hook path: nothing but ``keel._frozen`` is imported at run time.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from keel._frozen import Frozen
 
-Verdict = Literal["allow", "ask", "deny"]
-GuidanceLevel = Literal["hint", "correct", "replan", "stop"]
+TYPE_CHECKING = False  # typing costs ~9 ms to import on the hook path
+if TYPE_CHECKING:
+    from typing import Any, Literal
 
-_RANK: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
-GUIDANCE_RANK: dict[str, int] = {"hint": 0, "correct": 1, "replan": 2, "stop": 3}
+    Verdict = Literal["allow", "ask", "deny"]
+    GuidanceLevel = Literal["hint", "correct", "replan", "stop"]
+else:  # run-time stand-ins, so that modules may import the names; the checker sees Literals
+    Verdict = GuidanceLevel = str
+
+VERDICTS: tuple[Verdict, ...] = ("allow", "ask", "deny")
+GUIDANCE_LEVELS: tuple[GuidanceLevel, ...] = ("hint", "correct", "replan", "stop")
+"""The guidance ladder, mildest first; the one definition of the levels."""
+GUIDANCE_RANK: dict[str, int] = {level: i for i, level in enumerate(GUIDANCE_LEVELS)}
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(Frozen):
     """The answer for one tool call, command, path or URL."""
 
+    __slots__ = ("decision", "reason", "rule", "suggestion")
     decision: Verdict
     rule: str
     reason: str
-    suggestion: str | None = None
+    suggestion: str | None
+
+    def __init__(
+        self, decision: Verdict, rule: str, reason: str, suggestion: str | None = None
+    ) -> None:
+        """A decision; prefer the named constructors ``allow``, ``ask`` and ``deny``."""
+        if decision not in VERDICTS:
+            raise ValueError(f"decision must be one of {VERDICTS}, not {decision!r}")
+        self._init(decision=decision, rule=rule, reason=reason, suggestion=suggestion)
 
     @classmethod
     def allow(cls, rule: str, reason: str) -> Decision:
@@ -48,11 +64,6 @@ class Decision:
         """True only for ``allow``."""
         return self.decision == "allow"
 
-    @property
-    def rank(self) -> int:
-        """0 for allow, 1 for ask, 2 for deny."""
-        return _RANK[self.decision]
-
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract: exactly decision, rule, reason, suggestion."""
         return {
@@ -62,24 +73,39 @@ class Decision:
             "suggestion": self.suggestion,
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Decision:
+        """The inverse of :meth:`to_dict`; a ``ValueError`` for anything else."""
+        try:
+            return cls(data["decision"], data["rule"], data["reason"], data.get("suggestion"))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a decision: {data!r}") from exc
 
-def strictest(decisions: list[Decision] | tuple[Decision, ...]) -> Decision | None:
-    """The strictest of several decisions (deny > ask > allow); the first wins a tie."""
-    best: Decision | None = None
-    for d in decisions:
-        if best is None or d.rank > best.rank:
-            best = d
-    return best
 
-
-@dataclass(frozen=True, slots=True)
-class Guidance:
+class Guidance(Frozen):
     """What the monitor tells the agent: a level, a message and the detector behind it."""
 
+    __slots__ = ("detector", "evidence", "level", "message")
     level: GuidanceLevel
     message: str
     detector: str
-    evidence: dict[str, Any] | None = None
+    evidence: dict[str, Any] | None
+
+    def __init__(
+        self,
+        level: GuidanceLevel,
+        message: str,
+        detector: str,
+        evidence: dict[str, Any] | None = None,
+    ) -> None:
+        """Guidance at ``level`` (one of ``GUIDANCE_LEVELS``)."""
+        if level not in GUIDANCE_RANK:
+            raise ValueError(f"guidance level must be one of {GUIDANCE_LEVELS}, not {level!r}")
+        self._init(level=level, message=message, detector=detector, evidence=evidence)
+
+    def __hash__(self) -> int:
+        """Hashable even with evidence (a dict): by level, message and detector."""
+        return hash((self.level, self.message, self.detector))
 
     @property
     def rank(self) -> int:
@@ -94,3 +120,11 @@ class Guidance:
             "detector": self.detector,
             "evidence": self.evidence,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Guidance:
+        """The inverse of :meth:`to_dict`; a ``ValueError`` for anything else."""
+        try:
+            return cls(data["level"], data["message"], data["detector"], data.get("evidence"))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not guidance: {data!r}") from exc

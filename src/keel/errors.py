@@ -18,7 +18,9 @@ with ``raise Ours(...) from exc``.
     │   ├── ProbeError             probe.*
     │   └── WorkspaceError         workspace.*
     └── Signal                     control flow, handled by the caller
-        └── StopRequested          stop.active   the emergency stop is set
+        ├── StopRequested          stop.active   the emergency stop is set
+        └── AlreadyAnswered        journal.already_answered   that request id was
+                                                 committed before: its stored outcome
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AlreadyAnswered",
     "ConfigError",
     "JournalError",
     "KeelError",
@@ -151,3 +154,21 @@ class StopRequested(Signal):
     """The emergency stop is set; every decision is deny."""
 
     default_code = "stop.active"
+
+
+class AlreadyAnswered(Signal):
+    """The journal already committed a transaction with this request id; nothing was written.
+
+    ``outcome`` is the outcome stored with that first transaction: the answer to give again.
+    """
+
+    default_code = "journal.already_answered"
+
+    def __init__(self, outcome: dict[str, Any], *, request_id: str | None = None) -> None:
+        super().__init__(
+            f"request {request_id!r} was already answered",
+            request_id=request_id,
+            outcome=outcome,
+        )
+        self.outcome = outcome
+        self.request_id = request_id

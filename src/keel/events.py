@@ -43,6 +43,7 @@ EventKind = Literal[
     "resume",
     "config",
     "error",
+    "journal.break",
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 
@@ -200,6 +201,13 @@ def new_trace_id() -> str:
 def new_span_id() -> str:
     """A random 16-hex OpenTelemetry span id."""
     return os.urandom(8).hex()
+
+
+def trace_id_for(session_id: str) -> str:
+    """A stable 32-hex trace id for a session, the same in every process."""
+    import hashlib
+
+    return hashlib.sha256(session_id.encode("utf-8", "replace")).hexdigest()[:32]
 
 
 @dataclass(frozen=True, slots=True)

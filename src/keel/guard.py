@@ -1,101 +1,162 @@
 """The guard: one place where every tool call is decided, journaled and watched.
 
-``Guard.decide(call)`` runs, in order: the emergency stop, the policy (commands, paths, network
-and the enforced constraints), the monitor's pre-call detectors (which may turn an allow into
-a deny with guidance), and a checkpoint before anything that can change files: writes, edits
-and shell commands, except a command line whose every simple command the policy knows to be
-read-only (``Policy.is_read_only``). The call and the decision are journaled, the decision as
-a child span of the call. Any internal error is a deny with rule ``internal_error``: keel
-fails closed even where its host fails open.
+``Guard.decide(call)`` is the one decision path of keel: hooks, plans' final actions and
+``keel policy check`` all call it. In order:
+
+1. the emergency stop (``.keel/STOP``);
+2. the policy (commands, paths, network and the enforced constraints);
+3. the monitor's pre-call detectors, which may turn an allow into a deny with guidance;
+4. a checkpoint before anything that can change files (writes, edits, and shell command
+   lines the policy does not know to be read-only); a checkpoint that fails turns the
+   answer into a deny;
+5. one journal transaction with the call, the monitor's diagnostics and guidance, the
+   checkpoint, the **final** decision and the session's state.
+
+So the journal and the answer always agree. Any internal error is a deny with rule
+``internal_error``: keel fails closed even where its host fails open. With a ``request_id``
+(the hook process's id of the call) a decision is committed at most once: asked again, the
+guard answers what it committed then. ``commit_by`` (a ``time.monotonic()`` instant) is when
+the caller stops waiting: nothing is committed after it.
 
 ``Guard.observe(result)`` journals what a tool returned, takes the ``after`` checkpoint of a
-call that got a ``before`` one (a marker under ``.keel/guard/open/`` links the two hook
-processes), runs the post-call detectors and returns the guidance an adapter should deliver.
-``Guard.may_finish()`` answers the gates.
+call that got a ``before`` one, runs the post-call detectors and returns the guidance an
+adapter should deliver; ``Guard.gate_finish()`` answers the gates, at most ``[gates]
+max_blocks`` times in a row.
 
-``Guard.open`` reads keel.toml through ``keel._configview`` (a cached, validated dump), so a
-hook process imports neither pydantic nor tomllib while keel.toml is unchanged, and imports
-the checkpoint machinery only when a call needs a checkpoint.
+Between hook processes a session's state (the monitor's counters, open calls, gate blocks,
+numbered call ids) lives in one record of the journal's session-state table, written in the
+same transaction as the events; the resident daemon keeps the guard, and so that state, in
+memory while the record has not changed.
 
-The monitor keeps its state in ``.keel/monitor/<session>.json`` between calls, because every
-hook call is a separate process.
+This module is on the hook path: it imports only what the decision needs, and the journal,
+the monitor and the checkpoint store only when the guard uses them.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+import time
 
-from keel.calls import ToolCall, ToolResult
+from keel.calls import DERIVED_ID_PREFIX, ToolCall, ToolResult
 from keel.decision import Decision, Guidance
-from keel.events import (
-    DataPayload,
-    DecisionPayload,
-    Event,
-    EventKind,
-    GatePayload,
-    GuidancePayload,
-    Payload,
-    ToolCallPayload,
-    ToolResultPayload,
-    new_span_id,
-)
-from keel.root import ensure_state_dir, state_dir
-from keel.stop import stop_reason
 
+TYPE_CHECKING = False  # typing costs ~9 ms to import on the hook path
 if TYPE_CHECKING:
-    from keel.config import KeelConfig
+    from collections.abc import Sequence
+    from typing import Any
+
+    from keel.events import Event, EventKind, Payload
     from keel.journal import Journal
     from keel.monitor import Monitor
     from keel.policy import Policy
+    from keel.settings import Settings
     from keel.workspace import Checkpoints
 
 CHANGING_KINDS = frozenset({"write", "edit", "exec"})
 MAX_OUTPUT_JOURNALED = 4000
-MARKER_TTL = 86400.0
-"""Seconds a ``before`` checkpoint waits for its call's result before its marker is dropped."""
+OPEN_CALL_TTL = 86400.0
+"""Seconds a ``before`` checkpoint waits for its call's result before it is forgotten."""
+STATE_FORMAT = 1
 
 
-def trace_id_for(session_id: str) -> str:
-    """A stable 32-hex trace id for a session, the same in every hook process."""
-    return hashlib.sha256(session_id.encode("utf-8", "replace")).hexdigest()[:32]
+class SessionState:
+    """What keel remembers of one session between hook calls (one journal record)."""
+
+    __slots__ = ("calls", "monitor", "open_calls", "pending", "stop_blocks")
+
+    def __init__(self) -> None:
+        """An empty state: a new session."""
+        self.monitor: dict[str, Any] | None = None
+        """The monitor's state (``MonitorState.to_dict()``)."""
+        self.stop_blocks = 0
+        """Finishes blocked in a row by the gates."""
+        self.calls = 0
+        """Calls numbered so far, for clients that send no tool-use id (Gemini)."""
+        self.pending: dict[str, list[str]] = {}
+        """Numbered ids of allowed calls waiting for their result, by the derived base id."""
+        self.open_calls: dict[str, float] = {}
+        """Tool-use ids with a ``before`` checkpoint, and when it was taken."""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> SessionState:
+        """The state of a stored record; an unknown format starts afresh."""
+        state = cls()
+        if not data or data.get("format") != STATE_FORMAT:
+            return state
+        state.monitor = data.get("monitor")
+        state.stop_blocks = int(data.get("stop_blocks", 0))
+        state.calls = int(data.get("calls", 0))
+        state.pending = {str(k): list(v) for k, v in dict(data.get("pending", {})).items()}
+        state.open_calls = {str(k): float(v) for k, v in dict(data.get("open_calls", {})).items()}
+        return state
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record to store (open calls older than ``OPEN_CALL_TTL`` are dropped)."""
+        cutoff = time.time() - OPEN_CALL_TTL
+        return {
+            "format": STATE_FORMAT,
+            "monitor": self.monitor,
+            "stop_blocks": self.stop_blocks,
+            "calls": self.calls,
+            "pending": {k: v for k, v in self.pending.items() if v},
+            "open_calls": {k: v for k, v in self.open_calls.items() if v >= cutoff},
+        }
 
 
-@dataclass
 class Guard:
     """Decides, journals and watches the tool calls of one session."""
 
-    root: Path
-    config: KeelConfig
-    policy: Policy
-    session_id: str
-    agent: str = "keel"
-    journal: Journal | None = None
-    monitor: Monitor | None = None
-    checkpoints: Checkpoints | None = None
-    lazy_checkpoints: bool = False
-    """Create ``checkpoints`` on the first call that needs one (``Guard.open`` sets this)."""
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        config: Settings,
+        policy: Policy,
+        session_id: str,
+        agent: str = "keel",
+        *,
+        journal: Journal | None = None,
+        monitor: Monitor | None = None,
+        checkpoints: Checkpoints | None = None,
+        lazy_checkpoints: bool = False,
+        owns_journal: bool = True,
+        state: SessionState | None = None,
+        state_version: int = 0,
+    ) -> None:
+        """A guard over ``root``; ``Guard.open`` builds one from the workspace's files."""
+        self.root = os.fspath(root)
+        """The workspace root, as a string (``pathlib`` is not imported on the hook path)."""
+        self.config = config
+        self.policy = policy
+        self.session_id = session_id
+        self.agent = agent
+        self.journal = journal
+        self.monitor = monitor
+        self.checkpoints = checkpoints
+        self.lazy_checkpoints = lazy_checkpoints
+        """Create ``checkpoints`` on the first call that needs one."""
+        self.owns_journal = owns_journal
+        """Close the journal with the guard (False when it is shared, as in the daemon)."""
+        self.state = state if state is not None else SessionState()
+        self.state_version = state_version
+        """The version of the state record this guard last read or wrote."""
 
     @classmethod
     def open(
         cls,
-        root: Path,
+        root: str | os.PathLike[str],
         *,
         session_id: str,
         agent: str = "keel",
         preset: str | None = None,
-        journal: bool = True,
+        journal: bool | Journal = True,
         monitor: bool = True,
         checkpoints: bool = True,
+        wait_until: float | None = None,
     ) -> Guard:
         """A guard over ``root`` with its config, policy, journal, monitor and checkpoints.
 
-        ``config`` is a read-only view of the validated keel.toml (``keel._configview``), not a
-        pydantic model; the checkpoint store is opened on the first call that needs it.
+        ``journal`` is True (open the workspace's journal), False (none) or a journal to
+        share; ``wait_until`` (a ``time.monotonic()`` instant) bounds waiting for its lock.
 
         Raises:
             ConfigError: keel.toml is unreadable or invalid.
@@ -104,59 +165,85 @@ class Guard:
         from keel._configview import config_view
         from keel.policy import Policy
 
-        config = config_view(root, preset)
-        policy = Policy.from_config(config, root)
-        guard = cls(
-            root=root,
-            config=config,
-            policy=policy,
-            session_id=session_id,
-            agent=agent,
-            lazy_checkpoints=checkpoints,
-        )
-        if journal:
+        config = config_view(os.fspath(root), preset)
+        policy = Policy.from_config(config, os.fspath(root))
+        guard = cls(root, config, policy, session_id, agent, lazy_checkpoints=checkpoints)
+        if journal is True:
             from keel.journal import open_journal
 
-            guard.journal = open_journal(root)
+            timeout = None if wait_until is None else max(wait_until - time.monotonic(), 0.01)
+            guard.journal = open_journal(root, timeout=timeout)
+        elif journal is not False:
+            guard.journal, guard.owns_journal = journal, False
+        guard.reload_state()
         if monitor:
-            from keel.monitor import Monitor
-
-            guard.monitor = Monitor(
-                config,
-                state=guard._load_monitor_state(),
-                in_scope=policy.in_scope,
-                session_id=session_id,
-                agent=agent,
-            )
+            guard.monitor = guard._new_monitor()
         return guard
+
+    def _new_monitor(self) -> Monitor:
+        from keel.monitor import Monitor, MonitorState
+
+        saved = self.state.monitor
+        return Monitor(
+            self.config,
+            state=MonitorState.from_dict(saved) if saved else None,
+            in_scope=self.policy.in_scope,
+            facts=self.policy.command_facts,
+            session_id=self.session_id,
+            agent=self.agent,
+        )
+
+    def reload_state(self) -> None:
+        """Read the session's state record again (another process may have written it)."""
+        if self.journal is None:
+            return
+        stored = self.journal.session_state(self.session_id)
+        version, data = stored if stored is not None else (0, None)
+        self.state, self.state_version = SessionState.from_dict(data), version
+        if self.monitor is not None:
+            self.monitor = self._new_monitor()
+
+    def is_current(self) -> bool:
+        """True while no other process has written this session's state since this guard."""
+        if self.journal is None:
+            return True
+        return self.journal.session_state_version(self.session_id) == self.state_version
+
+    @property
+    def required_gates(self) -> Sequence[str]:
+        """The ``[gates] required`` commands."""
+        return tuple(self.config.gates.required)
 
     # -- deciding -------------------------------------------------------------------------
 
-    def decide(self, call: ToolCall) -> Decision:
-        """The decision for ``call``; journaled; never raises, never allows on error."""
-        call_span = self._call_span(call.tool_use_id)
+    def decide(
+        self, call: ToolCall, *, request_id: str | None = None, commit_by: float | None = None
+    ) -> Decision:
+        """The decision for ``call``; journaled with it; never raises, never allows on error."""
+        prior = self._answered(request_id)
+        if prior is not None:
+            return Decision.from_dict(prior["decision"])
+        call = self._numbered(call)
+        events: list[tuple[EventKind, Payload]] = []
         try:
-            decision = self._decide(call)
+            decision = self._decide(call, events)
         except Exception as exc:
-            decision = Decision.deny(
-                "internal_error",
-                f"keel could not decide this call ({type(exc).__name__}: {exc}); denied to be safe",
-                "Retry; if it persists, run `keel status` and check keel.toml.",
-            )
+            decision = _internal_error("could not decide this call", exc)
+        if decision.decision != "deny" and self._checkpointing() and self.needs_checkpoint(call):
+            try:
+                events.append(self._checkpoint_before(call, commit_by))
+            except Exception as exc:
+                decision = _internal_error("could not take a checkpoint before this call", exc)
+        if decision.allowed:
+            self._queue_numbered(call)
         try:
-            self._record_call(call, decision, call_span)
-            checkpointing = self.checkpoints is not None or self.lazy_checkpoints
-            if checkpointing and decision.decision != "deny" and self.needs_checkpoint(call):
-                self._checkpoint(call)
+            return self._commit_decision(call, decision, events, request_id, commit_by)
         except Exception as exc:
-            return Decision.deny(
-                "internal_error",
-                f"keel could not journal or checkpoint this call ({type(exc).__name__}: {exc})",
-                "Check that .keel/ is writable, then retry.",
-            )
-        return decision
+            return _answered_or(exc, lambda o: Decision.from_dict(o["decision"]), call.tool)
 
-    def _decide(self, call: ToolCall) -> Decision:
+    def _decide(self, call: ToolCall, events: list[tuple[EventKind, Payload]]) -> Decision:
+        from keel.hookpath import stop_reason
+
         reason = stop_reason(self.root)
         if reason is not None:
             return Decision.deny(
@@ -168,9 +255,9 @@ class Guard:
         if decision.decision == "deny" or self.monitor is None:
             return decision
         guidance = self.monitor.before_call(call)
-        self._after_monitor()
+        self._drain(events)
         if guidance is not None and guidance.level != "hint":
-            self._record_guidance(guidance, call.tool_use_id)
+            events.append(("guidance", _guidance_payload(guidance, call.tool_use_id)))
             return Decision.deny(
                 f"monitor.{guidance.detector}", guidance.message, _advice(guidance)
             )
@@ -184,51 +271,94 @@ class Guard:
             return not self.policy.is_read_only(call.command or "", call.cwd)
         return True
 
-    def _checkpointer(self) -> Checkpoints | None:
-        if self.checkpoints is None and self.lazy_checkpoints:
+    def _checkpointing(self) -> bool:
+        return self.checkpoints is not None or self.lazy_checkpoints
+
+    def _checkpointer(self) -> Checkpoints:
+        if self.checkpoints is None:
+            from pathlib import Path
+
             from keel.workspace import Checkpoints
 
-            self.checkpoints = Checkpoints(self.root, journal=self.journal)
+            self.checkpoints = Checkpoints(Path(self.root), journal=self.journal)
         return self.checkpoints
 
-    def _checkpoint(self, call: ToolCall) -> None:
-        checkpoints = self._checkpointer()
-        if checkpoints is not None:
-            checkpoints.create(
-                session_id=self.session_id, tool_use_id=call.tool_use_id, label=call.tool
-            )
-            marker = self._open_marker(call.tool_use_id)
-            marker.parent.mkdir(parents=True, exist_ok=True)
-            _prune_markers(marker.parent)
-            marker.touch()
+    def _checkpoint_before(
+        self, call: ToolCall, commit_by: float | None
+    ) -> tuple[EventKind, Payload]:
+        from keel.workspace.checkpoints import checkpoint_payload
 
-    def _call_span(self, tool_use_id: str | None) -> str:
-        """The call's span id, derived from its tool-use id.
+        cp = self._checkpointer().create(
+            session_id=self.session_id,
+            tool_use_id=call.tool_use_id,
+            label=call.tool,
+            journal=False,
+            deadline=commit_by,
+        )
+        self.state.open_calls[call.tool_use_id or ""] = time.time()
+        return "checkpoint", checkpoint_payload(cp)
 
-        The result is journaled by another hook process, which derives the same id.
-        """
-        if not tool_use_id:
-            return new_span_id()
-        key = f"{self.session_id}\0{tool_use_id}".encode("utf-8", "replace")
-        return hashlib.sha256(b"span\0" + key).hexdigest()[:16]
+    def _commit_decision(
+        self,
+        call: ToolCall,
+        decision: Decision,
+        events: list[tuple[EventKind, Payload]],
+        request_id: str | None,
+        commit_by: float | None,
+    ) -> Decision:
+        if self.journal is None:  # keel policy check, demos: nothing to record
+            return decision
+        from keel.events import DecisionPayload, ToolCallPayload
 
-    def _open_marker(self, tool_use_id: str | None) -> Path:
-        """The file saying a call got a ``before`` checkpoint (read by the post-call process)."""
-        key = f"{self.session_id}\0{tool_use_id or ''}".encode("utf-8", "replace")
-        return state_dir(self.root) / "guard" / "open" / hashlib.sha256(key).hexdigest()[:32]
-
-    def _close_call(self, tool_use_id: str | None) -> bool:
-        """True (once) if the call ``tool_use_id`` was checkpointed before it ran."""
-        try:
-            self._open_marker(tool_use_id).unlink()
-        except FileNotFoundError:
-            return False
-        return True
+        span = self._call_span(call.tool_use_id)
+        subject = call.command or (", ".join(call.paths) if call.paths else None) or call.url
+        call_payload = ToolCallPayload(
+            tool=call.tool,
+            kind=call.kind,
+            command=call.command,
+            paths=list(call.paths),
+            url=call.url,
+            args=_jsonable(call.args),
+            tool_use_id=call.tool_use_id,
+            turn_id=call.turn_id,
+        )
+        verdict = DecisionPayload(
+            decision=decision.decision,
+            rule=decision.rule,
+            reason=decision.reason,
+            suggestion=decision.suggestion,
+            tool_use_id=call.tool_use_id,
+            subject=subject,
+        )
+        batch = [
+            self._event("tool.call", call_payload, span=span),
+            *(self._event(kind, payload) for kind, payload in events),
+            self._event("decision", verdict, parent=span),
+        ]
+        self._commit(batch, {"decision": decision.to_dict()}, request_id, commit_by)
+        return decision
 
     # -- observing ------------------------------------------------------------------------
 
-    def observe(self, result: ToolResult) -> Guidance | None:
+    def observe(
+        self, result: ToolResult, *, request_id: str | None = None, commit_by: float | None = None
+    ) -> Guidance | None:
         """Journal a tool's result and return the guidance the agent should get, if any."""
+        prior = self._answered(request_id)
+        if prior is not None:
+            return Guidance.from_dict(prior["guidance"]) if prior.get("guidance") else None
+        from keel.events import ToolResultPayload
+
+        result = self._matched(result)
+        events: list[tuple[EventKind, Payload]] = []
+        if self._checkpointing() and result.kind in CHANGING_KINDS:
+            events.extend(self._checkpoint_after(result, commit_by))
+        guidance = None
+        if self.monitor is not None:
+            guidance = self.monitor.after_call(result)
+            self._drain(events)
+            if guidance is not None:
+                events.append(("guidance", _guidance_payload(guidance, result.tool_use_id)))
         output = result.output or ""
         payload = ToolResultPayload(
             tool=result.tool,
@@ -237,37 +367,112 @@ class Guard:
             error=result.error,
             exit_code=result.exit_code,
             tool_use_id=result.tool_use_id,
-            output_hash="sha256:" + hashlib.sha256(output.encode("utf-8", "replace")).hexdigest(),
+            output_hash="sha256:" + _sha256(output),
         )
         parent = self._call_span(result.tool_use_id) if result.tool_use_id else None
-        self._append("tool.result", payload, parent=parent)
-        if (
-            (self.checkpoints is not None or self.lazy_checkpoints)
-            and result.kind in CHANGING_KINDS
-            and self._close_call(result.tool_use_id)
-        ):
-            checkpoints = self._checkpointer()
-            if checkpoints is not None:
-                checkpoints.after_call(session_id=self.session_id, tool_use_id=result.tool_use_id)
-        if self.monitor is None:
-            return None
-        guidance = self.monitor.after_call(result)
-        self._after_monitor()
-        if guidance is not None:
-            self._record_guidance(guidance, result.tool_use_id)
+        batch = [
+            self._event("tool.result", payload, parent=parent),
+            *(self._event(kind, p) for kind, p in events),
+        ]
+        outcome = {"guidance": guidance.to_dict() if guidance is not None else None}
+        try:
+            self._commit(batch, outcome, request_id, commit_by)
+        except Exception as exc:
+            return _answered_or(exc, lambda o: _guidance_of(o), result.tool, raise_other=True)
         return guidance
 
+    def _checkpoint_after(
+        self, result: ToolResult, commit_by: float | None
+    ) -> list[tuple[EventKind, Payload]]:
+        """The ``after`` checkpoint of a call that got a ``before`` one (or why it failed)."""
+        if self.state.open_calls.pop(result.tool_use_id or "", None) is None:
+            return []
+        from keel.events import DataPayload
+        from keel.workspace.checkpoints import checkpoint_payload
+
+        try:
+            cp = self._checkpointer().after_call(
+                session_id=self.session_id,
+                tool_use_id=result.tool_use_id,
+                journal=False,
+                deadline=commit_by,
+            )
+        except Exception as exc:  # the call already ran; losing "after" must not lose the result
+            detail = f"{type(exc).__name__}: {exc}"
+            return [("error", DataPayload({"event": "checkpoint.after_failed", "detail": detail}))]
+        return [("checkpoint", checkpoint_payload(cp))]
+
+    # -- finishing, notes and context -------------------------------------------------------
+
+    def gate_finish(
+        self,
+        failures: Sequence[str] = (),
+        *,
+        request_id: str | None = None,
+        commit_by: float | None = None,
+    ) -> str | None:
+        """Why the session may not finish yet, or None; journaled, and bounded.
+
+        ``failures`` are gate failures keel learned elsewhere (a Codex rollout). A session is
+        never blocked more than ``[gates] max_blocks`` times in a row: then it may finish,
+        and the giving up is journaled.
+        """
+        prior = self._answered(request_id)
+        if prior is not None:
+            return prior.get("block")
+        from keel.events import DataPayload, GatePayload
+
+        events: list[tuple[EventKind, Payload]] = []
+        allowed, why = True, "no monitor"
+        if self.monitor is not None:
+            allowed, why = self.monitor.may_finish()
+            self._drain(events)
+        if allowed and failures:
+            allowed, why = False, "the [gates] must pass: " + "; ".join(failures)
+        events.append(("gate", GatePayload(command="finish", passed=allowed, detail=why)))
+        block: str | None = None
+        if allowed:
+            self.state.stop_blocks = 0
+        elif self.state.stop_blocks >= self.config.gates.max_blocks:
+            blocks, self.state.stop_blocks = self.state.stop_blocks, 0
+            events.append(("error", DataPayload({"gate": "gave_up", "blocks": blocks, "why": why})))
+        else:
+            self.state.stop_blocks += 1
+            block = f"keel: do not finish yet: {why}"
+        batch = [self._event(kind, payload) for kind, payload in events]
+        try:
+            self._commit(batch, {"block": block}, request_id, commit_by)
+        except Exception as exc:
+            return _answered_or(exc, lambda o: o.get("block"), None, raise_other=True)
+        return block
+
     def may_finish(self) -> tuple[bool, str]:
-        """Whether the session may finish now (the gates), and why not."""
-        if self.monitor is None:
-            return True, "no monitor"
-        allowed, why = self.monitor.may_finish()
-        self._after_monitor()
-        self._append("gate", GatePayload(command="finish", passed=allowed, detail=why))
-        return allowed, why
+        """Whether the gates let the session finish now, and why not (journaled)."""
+        block = self.gate_finish()
+        return (block is None, block or "the gates allow finishing")
+
+    def note(
+        self,
+        kind: EventKind,
+        data: dict[str, Any],
+        *,
+        request_id: str | None = None,
+        commit_by: float | None = None,
+    ) -> None:
+        """Journal a free-form event (session start/end, prompt, plan)."""
+        if self._answered(request_id) is not None:
+            return
+        from keel.events import DataPayload
+
+        try:
+            self._commit([self._event(kind, DataPayload(data))], {}, request_id, commit_by)
+        except Exception as exc:
+            _answered_or(exc, lambda o: None, None, raise_other=True)
 
     def session_context(self) -> str:
         """Pinned constraints, the stop status and current guidance, for re-injection."""
+        from keel.hookpath import stop_reason
+
         lines: list[str] = []
         reason = stop_reason(self.root)
         if reason:
@@ -276,15 +481,11 @@ class Guard:
         if constraints:
             lines.append("Constraints you agreed to (keel enforces them):")
             lines.extend(f"- {text}" for text in constraints)
-        if self.config.scope.include != ["**"] or self.config.scope.exclude:
+        scope = self.config.scope
+        if list(scope.include) != ["**"] or scope.exclude:
+            never = f"; never {', '.join(scope.exclude)}" if scope.exclude else ""
             lines.append(
-                "Task scope (only these paths may change): "
-                + ", ".join(self.config.scope.include)
-                + (
-                    f"; never {', '.join(self.config.scope.exclude)}"
-                    if self.config.scope.exclude
-                    else ""
-                )
+                "Task scope (only these paths may change): " + ", ".join(scope.include) + never
             )
         if self.config.gates.required:
             lines.append(
@@ -296,60 +497,71 @@ class Guard:
             lines.append(f"Current guidance ({latest.level}): {latest.message}")
         return "\n".join(lines)
 
-    def note(self, kind: EventKind, data: dict[str, Any]) -> None:
-        """Journal a free-form event (session start/end, prompt, plan)."""
-        self._append(kind, DataPayload(data=data))
+    # -- ids --------------------------------------------------------------------------------
+
+    def _call_span(self, tool_use_id: str | None) -> str:
+        """The call's span id, derived from its tool-use id.
+
+        The result is journaled by another hook process, which derives the same id.
+        """
+        if not tool_use_id:
+            return os.urandom(8).hex()
+        key = f"{self.session_id}\0{tool_use_id}".encode("utf-8", "replace")
+        return _sha256(b"span\0" + key)[:16]
+
+    def _numbered(self, call: ToolCall) -> ToolCall:
+        """A unique id for a call whose client sends none (Gemini), numbered per session."""
+        if not (call.tool_use_id or "").startswith(DERIVED_ID_PREFIX):
+            return call
+        self.state.calls += 1
+        return call.replace(tool_use_id=f"{call.tool_use_id}-{self.state.calls}")
+
+    def _queue_numbered(self, call: ToolCall) -> None:
+        """Queue an allowed numbered call for its result, which arrives with the base id."""
+        numbered = call.tool_use_id or ""
+        if numbered.startswith(DERIVED_ID_PREFIX) and "-" in numbered[len(DERIVED_ID_PREFIX) :]:
+            base = numbered.rsplit("-", 1)[0]
+            self.state.pending.setdefault(base, []).append(numbered)
+
+    def _matched(self, result: ToolResult) -> ToolResult:
+        """The id the matching before-tool call got (first in, first out)."""
+        base = result.tool_use_id or ""
+        queue = self.state.pending.get(base) if base.startswith(DERIVED_ID_PREFIX) else None
+        if not queue:
+            return result
+        found = queue.pop(0)
+        if not queue:
+            del self.state.pending[base]
+        return result.replace(tool_use_id=found)
 
     # -- journaling -----------------------------------------------------------------------
 
-    def _record_call(self, call: ToolCall, decision: Decision, call_span: str) -> None:
-        payload = ToolCallPayload(
-            tool=call.tool,
-            kind=call.kind,
-            command=call.command,
-            paths=list(call.paths),
-            url=call.url,
-            args=_jsonable(call.args),
-            tool_use_id=call.tool_use_id,
-            turn_id=call.turn_id,
-        )
-        self._append("tool.call", payload, span=call_span)
-        subject = call.command or (", ".join(call.paths) if call.paths else None) or call.url
-        self._append(
-            "decision",
-            DecisionPayload(
-                decision=decision.decision,
-                rule=decision.rule,
-                reason=decision.reason,
-                suggestion=decision.suggestion,
-                tool_use_id=call.tool_use_id,
-                subject=subject,
-            ),
-            parent=call_span,
-        )
+    def _answered(self, request_id: str | None) -> dict[str, Any] | None:
+        if request_id is None or self.journal is None:
+            return None
+        try:
+            return self.journal.answered(request_id)
+        except Exception:  # the commit will find out again, and fail closed there
+            return None
 
-    def _record_guidance(self, guidance: Guidance, tool_use_id: str | None) -> None:
-        self._append(
-            "guidance",
-            GuidancePayload(
-                level=guidance.level,
-                message=guidance.message,
-                detector=guidance.detector,
-                tool_use_id=tool_use_id,
-            ),
-        )
+    def _drain(self, events: list[tuple[EventKind, Payload]]) -> None:
+        """Move the monitor's new diagnostics into ``events``."""
+        if self.monitor is None:
+            return
+        for diagnostic in self.monitor.drain():
+            events.append(("diagnostic", diagnostic.to_event(self.session_id, self.agent).payload))
 
-    def _append(
+    def _event(
         self,
         kind: EventKind,
         payload: Payload,
         *,
         span: str | None = None,
         parent: str | None = None,
-    ) -> None:
-        if self.journal is None:
-            return
-        event = Event(
+    ) -> Event:
+        from keel.events import Event, new_span_id, trace_id_for
+
+        return Event(
             kind=kind,
             session_id=self.session_id,
             payload=payload,
@@ -358,60 +570,68 @@ class Guard:
             span_id=span or new_span_id(),
             parent_span_id=parent,
         )
-        self.journal.append(event)
 
-    # -- monitor state between processes ---------------------------------------------------
-
-    def _after_monitor(self) -> None:
-        """Journal the monitor's new diagnostics and persist its state for the next process."""
-        if self.monitor is None:
+    def _commit(
+        self,
+        events: list[Event],
+        outcome: dict[str, Any],
+        request_id: str | None,
+        commit_by: float | None,
+    ) -> None:
+        """One transaction: ``events``, the request's outcome and the session's state."""
+        if self.journal is None:
             return
-        for diagnostic in self.monitor.drain():
-            event = diagnostic.to_event(self.session_id, self.agent)
-            self._append("diagnostic", event.payload)
-        self._save_monitor_state()
-
-    def _monitor_state_path(self) -> Path:
-        safe = hashlib.sha256(self.session_id.encode("utf-8", "replace")).hexdigest()[:24]
-        return ensure_state_dir(self.root) / "monitor" / f"{safe}.json"
-
-    def _load_monitor_state(self) -> Any:
-        from keel.monitor import MonitorState
-
-        path = self._monitor_state_path()
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        return MonitorState.from_json(text)
-
-    def _save_monitor_state(self) -> None:
-        if self.monitor is None:
-            return
-        path = self._monitor_state_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(self.monitor.state.to_json(), encoding="utf-8")
-        os.replace(tmp, path)
+        if self.monitor is not None:
+            self.state.monitor = self.monitor.state.to_dict()
+        self.journal.append_many(
+            events,
+            request_id=request_id,
+            outcome=outcome,
+            session_state=(self.session_id, self.state.to_dict()),
+            deadline=commit_by,
+        )
+        self.state_version += 1
 
     def close(self) -> None:
-        """Close the journal."""
-        if self.journal is not None:
+        """Close the journal, if this guard owns it."""
+        if self.journal is not None and self.owns_journal:
             self.journal.close()
 
 
-def _prune_markers(folder: Path) -> None:
-    """Forget markers of calls whose result never came (a declined ask, a crashed client)."""
-    import time
+def _internal_error(what: str, exc: BaseException) -> Decision:
+    return Decision.deny(
+        "internal_error",
+        f"keel {what} ({type(exc).__name__}: {exc}); denied to be safe",
+        "Retry; if it persists, run `keel status` and check keel.toml and .keel/.",
+    )
 
-    cutoff = time.time() - MARKER_TTL
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            try:
-                if entry.stat().st_mtime < cutoff:
-                    os.unlink(entry.path)
-            except OSError:
-                pass
+
+def _answered_or(exc: Exception, read: Any, tool: str | None, *, raise_other: bool = False) -> Any:
+    """The outcome committed earlier for this request, else a deny (or ``exc`` again)."""
+    from keel.errors import AlreadyAnswered
+
+    if isinstance(exc, AlreadyAnswered):
+        return read(exc.outcome)
+    if raise_other:
+        raise exc
+    what = f"could not journal this {tool} call" if tool else "could not journal this call"
+    return _internal_error(what, exc)
+
+
+def _guidance_of(outcome: dict[str, Any]) -> Guidance | None:
+    data = outcome.get("guidance")
+    return Guidance.from_dict(data) if data else None
+
+
+def _guidance_payload(guidance: Guidance, tool_use_id: str | None) -> Payload:
+    from keel.events import GuidancePayload
+
+    return GuidancePayload(
+        level=guidance.level,
+        message=guidance.message,
+        detector=guidance.detector,
+        tool_use_id=tool_use_id,
+    )
 
 
 def _advice(guidance: Guidance) -> str:
@@ -424,8 +644,17 @@ def _advice(guidance: Guidance) -> str:
             return "Change your approach instead of repeating the same call."
 
 
+def _sha256(data: str | bytes) -> str:
+    import hashlib
+
+    raw = data.encode("utf-8", "replace") if isinstance(data, str) else data
+    return hashlib.sha256(raw).hexdigest()
+
+
 def _jsonable(value: Any) -> Any:
     """``value`` if it survives JSON, else its JSON-safe rendering."""
+    import json
+
     try:
         return json.loads(json.dumps(value, default=str))
     except (TypeError, ValueError):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from keel._files import write_atomic
 from keel.config import CONFIG_NAME, PRESETS, PresetName, config_present, parse_config
 from keel.errors import UsageError, WorkspaceError
 from keel.root import ensure_state_dir
@@ -116,15 +116,8 @@ def init_workspace(
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    """Write ``path`` whole or not at all (a temporary file renamed over it)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    """Write ``path`` whole or not at all (raises ``OSError``, the old file kept)."""
+    write_atomic(path, text)
 
 
 def _gitignore_addition(root: Path) -> bytes:

@@ -44,16 +44,22 @@ def emergency_resume(root: Path) -> bool:
 def workspace_status(root: Path) -> dict[str, Any]:
     """Root, config file, preset, stop flag and journal size, as a dict."""
     from keel.config import CONFIG_NAME, config_for
+    from keel.journal import journal_health, read_journal
 
     config_path = root / CONFIG_NAME
     config = config_for(root)
-    journal = {"events": 0, "sessions": 0}
+    journal: dict[str, Any] = {"events": 0, "sessions": 0}
     if (root / ".keel" / "journal.db").exists():
-        from keel.journal import open_journal
-
-        with open_journal(root) as j:
-            sessions = j.sessions()
-            journal = {"events": sum(s.events for s in sessions), "sessions": len(sessions)}
+        try:
+            with read_journal(root) as j:  # status only reads: it never recovers or migrates
+                sessions = j.sessions()
+                journal = {"events": sum(s.events for s in sessions), "sessions": len(sessions)}
+        except JournalError:
+            journal = {"events": None, "sessions": None}
+    health = journal_health(root)
+    journal["ok"] = health.ok
+    journal["problem"] = health.problem
+    journal["breaks"] = [b.describe() for b in health.breaks]
     return {
         "root": str(root),
         "config": str(config_path) if config_path.exists() else None,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from keel._files import write_atomic
 from keel.root import ensure_state_dir, state_dir
 
 STOP_FILE = "STOP"
@@ -68,19 +69,11 @@ def set_stop(root: Path, reason: str | None = None, by: str | None = None) -> St
     """Set the flag atomically (write, fsync, rename) and return the new status."""
     status = StopStatus(True, reason or "emergency stop set by the user", time.time(), by or _who())
     path = stop_path(root)
-    tmp = path.with_name(f".{STOP_FILE}.{os.getpid()}.tmp")
+    body = json.dumps({"reason": status.reason, "since": status.since, "by": status.by})
     try:
         ensure_state_dir(root)
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"reason": status.reason, "since": status.since, "by": status.by}, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        write_atomic(path, body, fsync=True)
     except OSError as exc:
-        import contextlib
-
-        with contextlib.suppress(OSError):  # there may be no .keel/ to hold it
-            os.unlink(tmp)
         raise _flag_error("cannot set the emergency stop", path, exc) from exc
     return status
 

@@ -21,30 +21,34 @@ class StubGuard:
 
     decisions: dict[str, Decision] = field(default_factory=dict)
     guidance: Guidance | None = None
-    finish: tuple[bool, str] = (True, "")
+    finish: str | None = None
+    """What ``gate_finish`` answers (a block reason), besides the failures it is given."""
+    required_gates: tuple[str, ...] = ()
     context: str = "Constraints you agreed to:\n- never touch secrets/"
     calls: list[ToolCall] = field(default_factory=list)
     results: list[ToolResult] = field(default_factory=list)
     notes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     closed: bool = False
 
-    def decide(self, call: ToolCall) -> Decision:
+    def decide(self, call: ToolCall, **_: Any) -> Decision:
         self.calls.append(call)
         if call.command and "rm -rf" in call.command:
             return Decision.deny("risk.rm_recursive", "recursive delete", "delete single files")
         return self.decisions.get(call.tool, Decision.allow("test.allow", "ok"))
 
-    def observe(self, result: ToolResult) -> Guidance | None:
+    def observe(self, result: ToolResult, **_: Any) -> Guidance | None:
         self.results.append(result)
         return self.guidance
 
-    def may_finish(self) -> tuple[bool, str]:
+    def gate_finish(self, failures: Any = (), **_: Any) -> str | None:
+        if failures:
+            return "keel: do not finish yet: the [gates] must pass: " + "; ".join(failures)
         return self.finish
 
     def session_context(self) -> str:
         return self.context
 
-    def note(self, kind: str, data: dict[str, Any]) -> None:
+    def note(self, kind: str, data: dict[str, Any], **_: Any) -> None:
         self.notes.append((kind, data))
 
     def close(self) -> None:
@@ -52,7 +56,7 @@ class StubGuard:
 
 
 def factory_for(guard: StubGuard):
-    def factory(root: Path, inp: HookInput) -> StubGuard:
+    def factory(root: Path, inp: HookInput, deadline_at: float) -> StubGuard:
         return guard
 
     return factory

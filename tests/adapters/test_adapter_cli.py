@@ -86,15 +86,17 @@ def test_hook_is_also_a_typer_command(workdir: Path) -> None:
 
 
 def test_parse_args_reads_options_in_any_order(monkeypatch) -> None:
+    from keel.hookpath import parse_hook_args
+
     monkeypatch.setenv("KEEL_HOOK_DEADLINE", "4.5")
-    opts = hook_cli.parse_args(["--agent=codex", "Stop", "--fail-open", "-w", "/x"])
-    assert opts == {
-        "event": "Stop",
-        "agent": "codex",
-        "fail_open": True,
-        "deadline": 4.5,
-        "workspace": "/x",
-    }
+    opts = parse_hook_args(["--agent=codex", "Stop", "--fail-open", "-w", "/x"])
+    assert (opts.event, opts.agent, opts.fail_open, opts.deadline, opts.workspace) == (
+        "Stop",
+        "codex",
+        True,
+        4.5,
+        "/x",
+    )
 
 
 def test_a_missed_deadline_ends_the_process_with_a_block(workdir: Path) -> None:

@@ -8,6 +8,7 @@ are written, the ``function_call_output`` is not yet (it follows the hook).
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -210,7 +211,8 @@ def test_a_codex_post_tool_hook_reports_the_real_failure(workdir: Path) -> None:
         "codex",
         "PostToolUse",
         json.dumps(_post(rollout)),
-        options=HookOptions(workspace=workdir),
+        workdir,
+        options=HookOptions(time.monotonic() + 20),
         guard_factory=factory_for(guard),
     )
     (result,) = guard.results

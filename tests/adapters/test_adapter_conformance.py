@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,12 @@ def test_captured_payload_parses_and_gets_a_decision(index: int | None, workdir:
             assert all(os.path.isabs(p) for p in call.paths)
     guard = StubGuard()
     reply = run_hook(
-        agent, event, data, options=HookOptions(workspace=workdir), guard_factory=factory_for(guard)
+        agent,
+        event,
+        data,
+        workdir,
+        options=HookOptions(time.monotonic() + 20),
+        guard_factory=factory_for(guard),
     )
     assert reply.exit_code == 0, reply.stderr
     out = json.loads(reply.stdout) if reply.stdout else {}
@@ -103,7 +109,7 @@ def test_every_captured_payload_gets_a_real_guard_decision(workdir: Path) -> Non
     pre_tool_ids = []
     for case, agent, event, stdin in CALLS:
         data = json.dumps(stdin).replace("/home/dev/proj", str(workdir))
-        reply = run_hook(agent, event, data, options=HookOptions(workspace=workdir))
+        reply = run_hook(agent, event, data, workdir, options=HookOptions(time.monotonic() + 20))
         assert reply.exit_code == 0 or "keel could not" not in reply.stderr, (case, reply)
         if reply.stdout:
             json.loads(reply.stdout)

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -9,8 +11,9 @@ from adapter_helpers import StubGuard, factory_for
 
 from keel.adapters.dialects import HookReply
 from keel.adapters.protocol import HookInput
-from keel.adapters.runner import HookOptions, run_hook
+from keel.adapters.runner import HookOptions, answer, run_hook
 from keel.decision import Decision, Guidance
+from keel.hookpath import parse_hook_args, read_stdin
 
 BASH = {
     "session_id": "s1",
@@ -29,11 +32,18 @@ SHELL = {
 
 
 def _run(
-    agent: str, event: str, payload: object, guard: StubGuard, root: Path, **opts: object
+    agent: str,
+    event: str,
+    payload: object,
+    guard: StubGuard,
+    root: Path,
+    *,
+    deadline: float = 20.0,
+    fail_open: bool = False,
 ) -> HookReply:
     data = payload if isinstance(payload, str) else json.dumps(payload)
-    options = HookOptions(workspace=root, **opts)  # type: ignore[arg-type]
-    return run_hook(agent, event, data, options=options, guard_factory=factory_for(guard))
+    options = HookOptions(time.monotonic() + deadline, fail_open, "req")
+    return run_hook(agent, event, data, root, options=options, guard_factory=factory_for(guard))
 
 
 def _out(reply: HookReply) -> dict:
@@ -138,41 +148,15 @@ def test_no_guidance_is_silent(workdir: Path) -> None:
     ("agent", "event", "decision"),
     [("claude", "Stop", "block"), ("codex", "Stop", "block"), ("gemini", "AfterAgent", "deny")],
 )
-def test_finishing_is_blocked_until_the_gate_passes_and_bounded(
+def test_a_gate_block_reaches_each_dialect_and_a_pass_is_silent(
     workdir: Path, agent, event, decision
 ) -> None:
-    guard = StubGuard(finish=(False, "`pytest -q` has not passed since the last edit"))
+    guard = StubGuard(finish="keel: do not finish yet: `pytest -q` has not passed")
     stop = {"session_id": f"s-{agent}", "stop_hook_active": False}
-    reasons = []
-    for _ in range(3):
-        out = _out(_run(agent, event, stop, guard, workdir))
-        assert out["decision"] == decision
-        reasons.append(out["reason"])
-        stop["stop_hook_active"] = True
-    assert all("pytest -q" in r and r.startswith("keel: do not finish yet") for r in reasons)
-    # the fourth attempt is let through: keel never traps the agent
+    out = _out(_run(agent, event, stop, guard, workdir))
+    assert out["decision"] == decision and "pytest -q" in out["reason"]
+    guard.finish = None
     assert not _out(_run(agent, event, stop, guard, workdir)).get("decision")
-    assert guard.notes[-1][0] == "error" and guard.notes[-1][1]["gate"] == "gave_up"
-    # and once the gate passes, finishing is allowed and the count starts over
-    guard.finish = (True, "")
-    assert not _out(_run(agent, event, stop, guard, workdir)).get("decision")
-    guard.finish = (False, "tests")
-    for _ in range(3):
-        assert _out(_run(agent, event, stop, guard, workdir))["decision"] == decision
-    assert not _out(_run(agent, event, stop, guard, workdir)).get("decision")
-
-
-def test_a_retry_prompt_does_not_reset_the_stop_bound(workdir: Path) -> None:
-    # Gemini sends a blocked AfterAgent's reason back as a new prompt (BeforeAgent)
-    guard = StubGuard(finish=(False, "tests"))
-    blocked = 0
-    for _ in range(6):
-        out = _out(_run("gemini", "AfterAgent", {"session_id": "s"}, guard, workdir))
-        if out.get("decision") != "deny":
-            break
-        blocked += 1
-        _run("gemini", "BeforeAgent", {"session_id": "s", "prompt": out["reason"]}, guard, workdir)
-    assert blocked == 3
 
 
 @pytest.mark.parametrize(
@@ -253,7 +237,7 @@ def test_bad_input_fails_closed_with_exit_2(workdir: Path, agent, event, payload
 
 
 class _Exploding(StubGuard):
-    def decide(self, call):  # type: ignore[override]
+    def decide(self, call, **_):  # type: ignore[override]
         raise RuntimeError("injected fault")
 
 
@@ -263,14 +247,15 @@ def test_an_exception_inside_keel_fails_closed(workdir: Path) -> None:
 
 
 def test_a_guard_that_cannot_open_fails_closed(workdir: Path) -> None:
-    def factory(root: Path, inp: HookInput) -> StubGuard:
+    def factory(root: Path, inp: HookInput, deadline_at: float) -> StubGuard:
         raise OSError("journal is unwritable")
 
     reply = run_hook(
         "gemini",
         "BeforeTool",
         json.dumps(SHELL),
-        options=HookOptions(workspace=workdir),
+        workdir,
+        options=HookOptions(time.monotonic() + 20),
         guard_factory=factory,
     )
     assert reply.exit_code == 2 and "unwritable" in reply.stderr
@@ -280,7 +265,7 @@ def test_missing_the_deadline_fails_closed(workdir: Path) -> None:
     release = threading.Event()
 
     class Hanging(StubGuard):
-        def decide(self, call):  # type: ignore[override]
+        def decide(self, call, **_):  # type: ignore[override]
             release.wait(30)
             return Decision.allow("late", "too late")
 
@@ -291,29 +276,23 @@ def test_missing_the_deadline_fails_closed(workdir: Path) -> None:
     assert reply.exit_code == 2 and "hook.deadline" in reply.stderr
 
 
-def test_stdin_that_never_ends_is_under_the_deadline(workdir: Path) -> None:
-    release = threading.Event()
-
-    def read() -> bytes:
-        release.wait(30)
-        return b"{}"
-
+def test_stdin_that_never_ends_is_read_under_a_time_limit() -> None:
+    read_end, write_end = os.pipe()
     try:
-        reply = run_hook(
-            "claude",
-            "PreToolUse",
-            read,
-            options=HookOptions(workspace=workdir, deadline=0.2),
-            guard_factory=factory_for(StubGuard()),
-        )
+        os.write(write_end, b'{"session_id": ')  # no JSON object yet, and no end
+        data, ended = read_stdin(0.3, read_end)
+        assert (data, ended) == (b'{"session_id": ', False)
+        os.write(write_end, b'"s"}')  # a whole object, then silence: it is taken
+        data, ended = read_stdin(30, read_end)
+        assert (data, ended) == (b'"s"}', False)
     finally:
-        release.set()
-    assert reply.exit_code == 2
+        os.close(read_end)
+        os.close(write_end)
 
 
 def test_failing_on_a_continued_stop_does_not_trap_the_agent(workdir: Path) -> None:
     class BrokenGates(StubGuard):
-        def may_finish(self):  # type: ignore[override]
+        def gate_finish(self, failures=(), **_):  # type: ignore[override]
             raise RuntimeError("gates broke")
 
     first = _run(
@@ -337,45 +316,31 @@ def test_fail_open_lets_the_call_through_and_records_it(workdir: Path) -> None:
     assert [x["fail_open"] for x in lines] == [True, True]
 
 
-def test_gemini_calls_get_unique_ids_matched_from_before_to_after(workdir: Path) -> None:
-    guard = StubGuard()
-    ls = {**SHELL, "tool_input": {"command": "ls"}}
-    for _ in range(2):
-        _run("gemini", "BeforeTool", ls, guard, workdir)
-    _run("gemini", "BeforeTool", SHELL, guard, workdir)  # denied: never gets an AfterTool
-    for _ in range(2):
-        _run("gemini", "AfterTool", {**ls, "tool_response": {"llmContent": "x"}}, guard, workdir)
-    ids = [c.tool_use_id for c in guard.calls]
-    assert len(set(ids)) == 3 and all(i and i.startswith("derived-") for i in ids)
-    assert [r.tool_use_id for r in guard.results] == ids[:2]
-
-
 def test_the_workspace_comes_from_the_clients_project_dir(workdir: Path) -> None:
     project = workdir / "proj"
     (project / "sub").mkdir(parents=True)
     (project / "keel.toml").write_text("")
     seen: list[Path] = []
 
-    def factory(root: Path, inp: HookInput) -> StubGuard:
+    def factory(root: Path, inp: HookInput, deadline_at: float) -> StubGuard:
         seen.append(root)
         return StubGuard()
 
-    stop = json.dumps({"session_id": "s"})
-    run_hook(
-        "claude",
-        "Stop",
-        stop,
-        guard_factory=factory,
-        env={"CLAUDE_PROJECT_DIR": str(project / "sub")},
-    )
-    run_hook(
-        "gemini",
-        "AfterAgent",
-        stop,
-        guard_factory=factory,
-        env={"GEMINI_PROJECT_DIR": str(project)},
-    )
-    run_hook("codex", "Stop", stop, guard_factory=factory, env={"KEEL_WORKSPACE": str(project)})
+    stop = json.dumps({"session_id": "s"}).encode()
+    for agent, event, var, where in (
+        ("claude", "Stop", "CLAUDE_PROJECT_DIR", project / "sub"),
+        ("gemini", "AfterAgent", "GEMINI_PROJECT_DIR", project),
+        ("codex", "Stop", "KEEL_WORKSPACE", project),
+    ):
+        args = parse_hook_args([event, "--agent", agent])
+        answer(
+            args,
+            stop,
+            request_id="r",
+            deadline_at=time.monotonic() + 20,
+            guard_factory=factory,
+            env={var: str(where)},
+        )
     assert seen == [project.resolve()] * 3
 
 
@@ -412,10 +377,7 @@ def _codex_transcript(path: Path, runs: list[tuple[str, int]]) -> None:
 def test_codex_gate_failures_are_read_from_its_transcript(
     workdir: Path, runs, blocked: bool
 ) -> None:
-    from types import SimpleNamespace
-
-    guard = StubGuard(finish=(True, "every gate passed"))
-    guard.config = SimpleNamespace(gates=SimpleNamespace(required=["pytest -q"], max_blocks=3))  # type: ignore[attr-defined]
+    guard = StubGuard(required_gates=("pytest -q",))
     transcript = workdir / "rollout.jsonl"
     _codex_transcript(transcript, runs)
     out = _out(

@@ -26,6 +26,7 @@ class Run:
 def keel(args: list[str], cwd: Path, stdin: bytes = b"", timeout: float = 120) -> Run:
     """``keel ARGS`` as a subprocess in ``cwd``, with no KEEL_* settings and no hookd."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KEEL_")}
+    env["KEEL_STATE_DIR"] = os.environ["KEEL_STATE_DIR"]  # the test's journal key and heads
     env["KEEL_HOOKD"] = "0"
     proc = subprocess.run(
         [str(KEEL), *args], cwd=cwd, input=stdin, capture_output=True, env=env, timeout=timeout

@@ -366,7 +366,9 @@ def test_hook_with_lone_surrogates(workdir: Path, agent: str) -> None:
 )
 def test_closed_stdin(workdir: Path, argv: list[str], rc: int, expect: str) -> None:
     root = _base(workdir)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KEEL_")}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("KEEL_") or k == "KEEL_STATE_DIR"
+    }
     env["KEEL_HOOKD"] = "0"
     line = " ".join(shlex.quote(a) for a in [str(KEEL), *argv])
     proc = subprocess.run(

@@ -1,4 +1,9 @@
-"""A corrupt ``.keel/``: a clear error naming it, the emergency stop still works, hooks block."""
+"""A corrupt ``.keel/``: a clear error naming it, the emergency stop still works, hooks block.
+
+An unreadable journal database is the exception: the next writer moves it aside and starts a
+new chain whose first event records the break (``keel.journal``), so decisions go on; the
+read-only journal commands still report it as a clear error and change nothing.
+"""
 
 from __future__ import annotations
 
@@ -53,8 +58,10 @@ BROKEN_JOURNALS: dict[str, Callable[[Path], None]] = {
     "directory": _directory,
 }
 
+RECOVERED = ("garbage", "truncated")  # unreadable databases: moved aside by the next writer
+READERS = {"log", "log-session", "verify", "export", "export-otlp", "show"}
+
 JOURNAL_COMMANDS: dict[str, list[str]] = {
-    "status": ["status"],
     "log": ["log"],
     "log-session": ["log", "-s", "x"],
     "verify": ["verify"],
@@ -68,8 +75,21 @@ JOURNAL_COMMANDS: dict[str, list[str]] = {
 }
 
 
-@pytest.mark.parametrize("command", sorted(JOURNAL_COMMANDS))
-@pytest.mark.parametrize("journal", sorted(BROKEN_JOURNALS))
+CLEAR_ERRORS = sorted(
+    (journal, command)
+    for journal in BROKEN_JOURNALS
+    for command in JOURNAL_COMMANDS
+    if journal not in RECOVERED or command in READERS
+)
+
+
+def _assert_moved_aside_and_reported(root: Path) -> None:
+    assert len(list((root / ".keel").glob("journal.broken-*.db"))) == 1
+    verify = keel(["verify"], root)
+    assert verify.rc == 1 and "journal.break" in verify.out, verify
+
+
+@pytest.mark.parametrize(("journal", "command"), CLEAR_ERRORS)
 def test_broken_journal_is_a_clear_error(workdir: Path, journal: str, command: str) -> None:
     root = _base(workdir)
     BROKEN_JOURNALS[journal](root)
@@ -83,23 +103,71 @@ def test_broken_journal_is_a_clear_error(workdir: Path, journal: str, command: s
 
 
 @pytest.mark.parametrize("journal", sorted(BROKEN_JOURNALS))
+def test_status_reports_a_broken_journal_and_changes_nothing(workdir: Path, journal: str) -> None:
+    root = _base(workdir)
+    BROKEN_JOURNALS[journal](root)
+    before = snapshot(root)
+    run = keel(["status"], root)
+    assert run.rc == 0 and "Traceback" not in run.err, run.err
+    assert "JOURNAL" in run.out or "unreadable" in run.out, run.out
+    assert snapshot(root) == before
+
+
+@pytest.mark.parametrize("command", sorted(set(JOURNAL_COMMANDS) - READERS))
+@pytest.mark.parametrize("journal", RECOVERED)
+def test_an_unreadable_journal_is_moved_aside_by_a_writer(
+    workdir: Path, journal: str, command: str
+) -> None:
+    root = _base(workdir)
+    BROKEN_JOURNALS[journal](root)
+    argv = [
+        a.format(patch=root / "p.diff", plan=root / "plan.json") for a in JOURNAL_COMMANDS[command]
+    ]
+    run = keel(argv, root)
+    assert "Traceback" not in run.err + run.out, run.err
+    assert "[journal." not in run.err, run.err
+    _assert_moved_aside_and_reported(root)
+
+
+@pytest.mark.parametrize("journal", sorted(BROKEN_JOURNALS))
 def test_emergency_stop_is_set_even_when_the_journal_is_broken(workdir: Path, journal: str) -> None:
     root = _base(workdir)
     BROKEN_JOURNALS[journal](root)
-    line = assert_error(keel(["stop", "--reason", "halt"], root), 1, "journal.")
-    assert "IS set" in line
+    run = keel(["stop", "--reason", "halt"], root)
+    if journal in RECOVERED:
+        assert run.rc == 0, run.err
+        _assert_moved_aside_and_reported(root)
+    else:
+        assert "IS set" in assert_error(run, 1, "journal.")
     assert (root / ".keel" / "STOP").is_file()
     run = keel(["policy", "check", "--json", "ls"], root)
     assert run.rc == 0 and json.loads(run.out)["decision"] == "deny"
 
 
 @pytest.mark.parametrize("agent", sorted(HOOK_EVENTS))
-@pytest.mark.parametrize("journal", sorted(BROKEN_JOURNALS))
+@pytest.mark.parametrize("journal", sorted(set(BROKEN_JOURNALS) - set(RECOVERED)))
 def test_broken_journal_blocks_every_hook(workdir: Path, journal: str, agent: str) -> None:
     root = _base(workdir)
     BROKEN_JOURNALS[journal](root)
     run = keel(["hook", HOOK_EVENTS[agent], "--agent", agent], root, hook_payload(agent, root))
     assert_hook_blocked(run)
+
+
+@pytest.mark.parametrize("agent", sorted(HOOK_EVENTS))
+@pytest.mark.parametrize("journal", RECOVERED)
+def test_an_unreadable_journal_does_not_block_hooks(
+    workdir: Path, journal: str, agent: str
+) -> None:
+    root = _base(workdir)
+    BROKEN_JOURNALS[journal](root)
+    run = keel(["hook", HOOK_EVENTS[agent], "--agent", agent], root, hook_payload(agent, root))
+    assert "Traceback" not in run.err + run.out, run.err
+    assert "journal." not in run.err + run.out, run
+    _assert_moved_aside_and_reported(root)
+    from keel.journal import open_journal
+
+    with open_journal(root) as journal_:
+        assert [e.kind for e in journal_.events(session_id="s-bad-input")][:1] == ["tool.call"]
 
 
 KEEL_IS_A_FILE: dict[str, tuple[list[str], int, str]] = {

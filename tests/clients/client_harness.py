@@ -140,6 +140,8 @@ def _env(home: Path, extra: dict[str, str]) -> dict[str, str]:
         "NO_PROXY": "127.0.0.1,localhost",
         "no_proxy": "127.0.0.1,localhost",
     }
+    if "KEEL_STATE_DIR" in os.environ:  # the hooks share the test's journal key and heads
+        env["KEEL_STATE_DIR"] = os.environ["KEEL_STATE_DIR"]
     env.update(extra)
     return env
 
@@ -155,8 +157,13 @@ def run_client(
     extra_args: list[str] | None = None,
     before_turn: Callable[[int], None] | None = None,
     hook_cmd: list[str] | None = None,
+    claude_allowed_tools: str | None = "Bash,Read,Edit,Write",
 ) -> Run:
-    """Install keel's hooks for ``agent`` in ``project`` and run the client once."""
+    """Install keel's hooks for ``agent`` in ``project`` and run the client once.
+
+    ``claude_allowed_tools=None`` runs Claude Code without ``--allowedTools`` and
+    ``--permission-mode acceptEdits``, so its own permission check decides (and refuses in -p).
+    """
     binary = client_binary(agent)
     if install and hook_cmd:
         install_hooks(project, agent, keel_command=hook_cmd)
@@ -175,7 +182,7 @@ def run_client(
     with model_server as model:
         match agent:
             case "claude":
-                argv, env = _claude(binary, home, model, prompt)
+                argv, env = _claude(binary, home, model, prompt, claude_allowed_tools)
             case "codex":
                 argv, env = _codex(binary, home, project, model, prompt)
             case "gemini":
@@ -200,7 +207,11 @@ def run_client(
 
 
 def _claude(
-    binary: Path, home: Path, model: FakeModel, prompt: str
+    binary: Path,
+    home: Path,
+    model: FakeModel,
+    prompt: str,
+    allowed_tools: str | None = "Bash,Read,Edit,Write",
 ) -> tuple[list[str], dict[str, str]]:
     env = _env(
         home,
@@ -221,11 +232,9 @@ def _claude(
         "json",
         "--tools",
         "Bash,Read,Edit,Write",
-        "--allowedTools",
-        "Bash,Read,Edit,Write",
-        "--permission-mode",
-        "acceptEdits",
     ]
+    if allowed_tools is not None:
+        argv += ["--allowedTools", allowed_tools, "--permission-mode", "acceptEdits"]
     return argv, env
 
 

@@ -90,7 +90,7 @@ def test_bad_input_is_not_read_only(workdir: Path) -> None:
 def _kinds(guard: Guard) -> list[tuple[str, str | None]]:
     from keel.workspace import Checkpoints
 
-    return [(c.kind, c.tool_use_id) for c in Checkpoints(guard.root).history()]
+    return [(c.kind, c.tool_use_id) for c in Checkpoints(Path(guard.root)).history()]
 
 
 def _run(guard: Guard, call: ToolCall) -> None:
@@ -137,14 +137,17 @@ def test_denied_calls_are_not_checkpointed(workdir: Path) -> None:
     assert guard.checkpoints is None
 
 
-def test_markers_of_results_that_never_came_are_pruned(workdir: Path) -> None:
-    import os
+def test_open_calls_whose_result_never_came_are_pruned(workdir: Path) -> None:
+    from keel.guard import OPEN_CALL_TTL
 
     guard = Guard.open(workdir, session_id="s", monitor=False)
     assert guard.decide(ToolCall("Bash", "exec", command="touch x", tool_use_id="old")).allowed
-    (old,) = (workdir / ".keel" / "guard" / "open").iterdir()
-    os.utime(old, (0, 0))
+    assert set(guard.state.open_calls) == {"old"}
+    guard.state.open_calls["old"] -= OPEN_CALL_TTL + 1  # its result never came, long ago
     assert guard.decide(ToolCall("Bash", "exec", command="touch y", tool_use_id="new")).allowed
     guard.close()
-    assert not old.exists()
-    assert len(list((workdir / ".keel" / "guard" / "open").iterdir())) == 1
+    again = Guard.open(workdir, session_id="s", monitor=False)
+    try:
+        assert set(again.state.open_calls) == {"new"}  # the store kept only the live one
+    finally:
+        again.close()

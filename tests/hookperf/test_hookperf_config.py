@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import marshal
 import os
 import subprocess
 import sys
@@ -54,7 +55,7 @@ def _write(path: Path, text: str) -> None:
 
 def _caches(root: Path) -> list[str]:
     folder = root / ".keel" / "cache"
-    return sorted(p.name for p in folder.glob("config-*.json")) if folder.is_dir() else []
+    return sorted(p.name for p in folder.glob("config-*.marshal")) if folder.is_dir() else []
 
 
 def _fields(model: Any, view: Any, where: str) -> None:
@@ -84,7 +85,7 @@ def test_view_has_every_field_of_the_validated_config(workdir: Path) -> None:
 def test_defaults_without_keel_toml_match_the_schema(workdir: Path) -> None:
     view = config_view(workdir)
     _fields(KeelConfig(), view, "defaults")
-    assert _caches(workdir) == ["config-defaults.json"]
+    assert _caches(workdir) == ["config-defaults.marshal"]
     assert config_view(workdir, "readonly").policy.preset == "readonly"
     _fields(KeelConfig.for_preset("strict"), config_view(workdir, "strict"), "strict")
 
@@ -133,7 +134,7 @@ def test_cache_is_used_and_editing_invalidates_it(workdir: Path) -> None:
     _write(toml, '[policy]\npreset = "developer"\n')
     assert config_view(workdir).policy.preset == "developer"
     (cache,) = _caches(workdir)
-    stored = json.loads((workdir / ".keel" / "cache" / cache).read_text())
+    stored = marshal.loads((workdir / ".keel" / "cache" / cache).read_bytes())
     assert stored["config"]["policy"]["preset"] == "developer"
     # Same size, same (old) mtime: only the inode change time tells the edit apart.
     _write(toml, '[policy]\npreset = "readonly"\n'[:-1] + "\n")
@@ -147,14 +148,14 @@ def test_cache_with_a_foreign_key_or_garbage_is_ignored(workdir: Path) -> None:
     config_view(workdir)
     (name,) = _caches(workdir)
     cache = workdir / ".keel" / "cache" / name
-    stored = json.loads(cache.read_text())
+    stored = marshal.loads(cache.read_bytes())
     stored["key"][1] = "0.0.0-other-keel"
     stored["config"]["policy"]["preset"] = "developer"
-    cache.write_text(json.dumps(stored))
+    cache.write_bytes(marshal.dumps(stored))
     assert config_view(workdir).policy.preset == "strict"
-    cache.write_text("{not json")
+    cache.write_bytes(b"{not marshal")
     assert config_view(workdir).policy.preset == "strict"
-    assert json.loads(cache.read_text())["config"]["policy"]["preset"] == "strict"
+    assert marshal.loads(cache.read_bytes())["config"]["policy"]["preset"] == "strict"
 
 
 def test_an_invalid_file_is_never_cached_and_always_raises(workdir: Path) -> None:
@@ -170,7 +171,7 @@ def test_an_invalid_file_is_never_cached_and_always_raises(workdir: Path) -> Non
     with pytest.raises(ConfigError):
         config_data(str(workdir))
     (name,) = _caches(workdir)
-    assert "yolo" not in (workdir / ".keel" / "cache" / name).read_text()
+    assert b"yolo" not in (workdir / ".keel" / "cache" / name).read_bytes()
 
 
 def test_a_fresh_file_is_validated_but_not_cached_yet(workdir: Path) -> None:
@@ -181,9 +182,11 @@ def test_a_fresh_file_is_validated_but_not_cached_yet(workdir: Path) -> None:
 
 
 PROBE = """
-import sys
-from keel.cli._entry import main
-rc = main(["hook", "PreToolUse", "--agent", "claude", "--workspace", sys.argv[1]])
+import os, sys
+from keel import hookpath
+rc, out, err = hookpath.run(["PreToolUse", "--agent", "claude", "--workspace", sys.argv[1]])
+os.write(1, out)
+os.write(2, err)
 modules = sorted(sys.modules)
 import json
 with open(sys.argv[2], "w") as fh:
@@ -209,7 +212,9 @@ def hook_process(
         "tool_input": {"command": command},
         "tool_use_id": f"toolu_{n}",
     }
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KEEL_")}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("KEEL_") or k == "KEEL_STATE_DIR"
+    }
     env["KEEL_HOOKD"] = "1" if daemon else "0"
     env.update(extra_env or {})
     out = root.parent / f"{root.name}-probe-{n}.json"

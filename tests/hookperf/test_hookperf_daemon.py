@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from keel.daemon import relay as relay_mod
+from keel import hookpath as relay_mod
 from keel.daemon.server import _respond, _State, socket_path  # pyright: ignore[reportPrivateUsage]
+from keel.hookpath import parse_hook_args
 from keel.journal import open_journal
 from keel.stop import clear_stop, set_stop
 
@@ -47,7 +48,9 @@ def _wait(what: str, check: Any, limit: float = 30.0) -> None:
 
 
 def _daemon_env(idle: str = "120") -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KEEL_")}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("KEEL_") or k == "KEEL_STATE_DIR"
+    }
     env["KEEL_HOOKD_IDLE"] = idle
     return env
 
@@ -69,7 +72,7 @@ def daemon(workspace: Path) -> Iterator[subprocess.Popen[bytes]]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        _wait("the daemon's socket", lambda: _connectable(socket_path(workspace)))
+        _wait("the daemon's record", lambda: relay_mod.read_record(str(workspace / ".keel")))
         yield proc
     finally:
         proc.terminate()
@@ -111,7 +114,7 @@ def test_the_emergency_stop_holds_through_the_daemon(
     assert "deny" not in hook_process(workspace, "ls", 1, daemon=True)["out"]
     set_stop(workspace, "drill")
     stopped = hook_process(workspace, "ls", 2, daemon=True)
-    assert IN_PROCESS not in stopped["modules"]
+    assert IN_PROCESS in stopped["modules"]  # under the stop no socket is asked at all
     assert "stop.active" in stopped["out"] and "drill" in stopped["out"]
     clear_stop(workspace)
     assert "deny" not in hook_process(workspace, "ls", 3, daemon=True)["out"]
@@ -155,7 +158,7 @@ def test_a_stale_socket_falls_back_and_a_new_daemon_takes_over(workspace: Path) 
     got = hook_process(workspace, DANGER, 1, daemon=True, extra_env={"KEEL_HOOKD_IDLE": "60"})
     assert IN_PROCESS in got["modules"] and "risk.rm_recursive" in got["out"]
     # that hook started a daemon for the next call (it inherits KEEL_HOOKD_IDLE from us)
-    _wait("the new daemon", lambda: _connectable(socket_path(workspace)))
+    _wait("the new daemon", lambda: relay_mod.read_record(str(workspace / ".keel")))
     again = hook_process(workspace, DANGER, 2, daemon=True)
     assert IN_PROCESS not in again["modules"] and "risk.rm_recursive" in again["out"]
     socket_path(workspace).unlink()  # the daemon notices and exits
@@ -231,14 +234,21 @@ def test_a_second_daemon_leaves_at_once(workspace: Path, daemon: subprocess.Pope
     assert daemon.poll() is None and _connectable(socket_path(workspace))
 
 
-def test_a_relay_of_another_version_is_told_to_retry(workspace: Path) -> None:
-    state = _State(0.0)
-    fields = relay_mod.parse_netstrings(relay_mod._request(str(workspace), ["x"], b"{}"))  # pyright: ignore[reportPrivateUsage]
+def _fields(workspace: Path) -> list[bytes]:
+    args = parse_hook_args(["PreToolUse", "--agent", "claude"])
+    request = relay_mod._request(str(workspace), args, b"{}", "r1", time.monotonic() + 20)  # pyright: ignore[reportPrivateUsage]
+    fields = relay_mod.parse_netstrings(request)
     assert fields is not None
+    return fields
+
+
+def test_a_relay_of_another_version_is_told_to_retry(workspace: Path) -> None:
+    state = _State(0.0, workspace.resolve())
+    fields = _fields(workspace)
     fields[1] = b"0.0.0-old"
-    assert _respond(fields, workspace.resolve(), state) == [relay_mod.MAGIC, b"retry"]
+    assert _respond(fields, state) == [relay_mod.MAGIC, b"retry"]
     assert state.stop
-    assert _respond([b"nonsense"], workspace.resolve(), _State(0.0))[1] == b"retry"
+    assert _respond([b"nonsense"], _State(0.0, workspace.resolve()))[1] == b"retry"
 
 
 def test_netstrings_round_trip_and_reject_truncation() -> None:
@@ -259,14 +269,13 @@ def test_relay_is_off_with_keel_hookd_0(workspace: Path, daemon: subprocess.Pope
 def test_a_daemon_whose_sources_changed_hands_back_and_leaves(workspace: Path) -> None:
     from keel.daemon import server
 
-    state = _State(0.0)
-    fields = relay_mod.parse_netstrings(relay_mod._request(str(workspace), ["x"], b"{}"))  # pyright: ignore[reportPrivateUsage]
-    assert fields is not None
+    state = _State(0.0, workspace.resolve())
+    fields = _fields(workspace)
     server._code_changed()  # pyright: ignore[reportPrivateUsage]
     path = next(iter(server._SEEN))  # pyright: ignore[reportPrivateUsage]
     server._SEEN[path] = (0, 0)  # pyright: ignore[reportPrivateUsage]
     try:
-        assert _respond(fields, workspace.resolve(), state) == [relay_mod.MAGIC, b"retry"]
+        assert _respond(fields, state) == [relay_mod.MAGIC, b"retry"]
         assert state.stop
     finally:
         server._SEEN.clear()  # pyright: ignore[reportPrivateUsage]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from keel.events import (
 from keel.journal import journal_path, open_journal
 
 WRITER = Path(__file__).resolve().parent / "journal_writer.py"
+CHILD = Path(__file__).resolve().parent / "journal_child.py"
+KEEL = Path(sys.executable).with_name("keel")
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 T0 = 1_700_000_000.25
 
@@ -140,3 +143,17 @@ def fill(root: Path, count: int = 10) -> list[Event]:
 
 def writer_cmd(root: Path, name: str, count: int) -> list[str]:
     return [sys.executable, str(WRITER), str(root), name, str(count)]
+
+
+def child_cmd(*args: object) -> list[str]:
+    return [sys.executable, str(CHILD), *(str(a) for a in args)]
+
+
+def keel_verify(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """The real ``keel verify`` command, as a user runs it."""
+    return subprocess.run(
+        [str(KEEL), "verify", "--workspace", str(root), *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )

@@ -15,13 +15,16 @@ from keel.errors import JournalError
 from keel.events import DataPayload, Event, ToolCallPayload, canonical_json
 from keel.journal import (
     HASH_PREFIX,
+    Chain,
     Journal,
     MemoryJournal,
     SQLiteJournal,
     _migrations,
     chain_hash,
+    journal_key,
     journal_path,
     open_journal,
+    read_journal,
     verify_rows,
 )
 from keel.journal._base import prepare
@@ -86,10 +89,13 @@ def test_hash_is_tagged_and_chained(root: Path) -> None:
     db = sqlite3.connect(journal_path(root))
     rows = db.execute("SELECT seq, prev_hash, hash FROM events ORDER BY seq").fetchall()
     db.close()
+    key = journal_key()
     assert rows[0][1] == "" and rows[1][1] == rows[0][2]
-    assert rows[0][2] == chain_hash("", first.to_dict())
-    assert rows[1][2] == chain_hash(rows[0][2], second.to_dict())
+    assert rows[0][2] == chain_hash("", first.to_dict(), key)
+    assert rows[1][2] == chain_hash(rows[0][2], second.to_dict(), key)
+    assert HASH_PREFIX == "hmac-sha256:"
     assert rows[1][2].startswith(HASH_PREFIX) and len(rows[1][2]) == len(HASH_PREFIX) + 64
+    assert rows[1][2] != chain_hash(rows[0][2], second.to_dict(), b"k" * 32)
 
 
 def test_int_timestamp_is_stored_as_float(root: Path) -> None:
@@ -143,12 +149,14 @@ def test_open_creates_state_dir_in_wal_mode(root: Path) -> None:
     assert "events_session" in indexes
 
 
-def test_not_a_database_is_a_journal_error(root: Path) -> None:
+def test_not_a_database_is_a_journal_error_without_recovery(root: Path) -> None:
     journal_path(root).parent.mkdir()
     journal_path(root).write_bytes(b"this is not sqlite at all" * 100)
-    with pytest.raises(JournalError) as err:
-        open_journal(root)
-    assert err.value.code == "journal.corrupt"
+    for opener in (lambda: SQLiteJournal(journal_path(root)), lambda: read_journal(root)):
+        with pytest.raises(JournalError) as err:
+            opener()
+        assert err.value.code == "journal.corrupt"
+    assert journal_path(root).read_bytes() == b"this is not sqlite at all" * 100
 
 
 def test_state_dir_that_is_a_file_is_a_journal_error(root: Path) -> None:
@@ -184,7 +192,7 @@ def test_later_migration_upgrades_an_old_journal(root: Path) -> None:
     db.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
     _migrations.m001_initial(db)
     db.execute("INSERT INTO _migrations VALUES ('m001_initial', 0)")
-    memory = MemoryJournal()
+    memory = MemoryJournal(key=journal_key())
     for event in session_events()[:4]:
         memory.append(event)
     for row in memory.rows:
@@ -207,7 +215,7 @@ def test_later_migration_upgrades_an_old_journal(root: Path) -> None:
     db.close()
     with open_journal(root) as journal:
         assert isinstance(journal, SQLiteJournal)
-        assert journal.migrations() == ["m001_initial", "m002_head"]
+        assert journal.migrations() == [fn.__name__ for fn in _migrations.MIGRATIONS]
         assert journal.verify() == []
         assert journal.append(session_events()[4]).seq == 5
         assert journal.verify() == []
@@ -266,9 +274,10 @@ def test_prepared_body_is_the_canonical_json_of_the_placed_event(event: Event) -
     prepared = prepare(event)
     placed = prepared.event.with_seq(42)
     assert prepared.body(42) == canonical_json(placed.to_dict())
-    row = prepared.place(42, "sha256:prev")
-    assert row.hash == chain_hash("sha256:prev", placed.to_dict())
-    assert verify_rows([replace(row, seq=1, prev_hash="")]) != []  # hash covers seq and link
+    chain = Chain(b"k" * 32)
+    row = prepared.place(42, "hmac-sha256:prev", chain)
+    assert row.hash == chain_hash("hmac-sha256:prev", placed.to_dict(), b"k" * 32)
+    assert verify_rows([replace(row, seq=1, prev_hash="")], chain) != []  # covers seq and link
 
 
 def test_closed_journal_is_a_journal_error(root: Path) -> None:

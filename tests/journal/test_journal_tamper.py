@@ -41,7 +41,7 @@ def test_missing_journal_is_clean_and_not_created(root: Path, cli: Cli) -> None:
         ("UPDATE events SET session_id = 'other' WHERE seq = 5", [(5, "chain.hash_mismatch")]),
         ("UPDATE events SET ts = ts + 1 WHERE seq = 5", [(5, "chain.hash_mismatch")]),
         (
-            "UPDATE events SET hash = 'sha256:' || hex(randomblob(32)) WHERE seq = 5",
+            "UPDATE events SET hash = 'hmac-sha256:' || hex(randomblob(32)) WHERE seq = 5",
             [(5, "chain.hash_mismatch"), (6, "chain.broken_link")],
         ),
         (
@@ -53,7 +53,10 @@ def test_missing_journal_is_clean_and_not_created(root: Path, cli: Cli) -> None:
             "DELETE FROM events WHERE seq IN (4, 5, 6)",
             [(7, "chain.missing"), (7, "chain.broken_link")],
         ),
-        ("DELETE FROM events WHERE seq = 10", [(10, "chain.head_mismatch")]),
+        (
+            "DELETE FROM events WHERE seq = 10",
+            [(10, "chain.head_mismatch"), (10, "head.events_lost")],
+        ),
         ("DELETE FROM events WHERE seq = 1", [(2, "chain.missing"), (2, "chain.broken_link")]),
         ("UPDATE events SET payload = '{not json' WHERE seq = 5", [(5, "row.unparseable")]),
         ("UPDATE events SET kind = 'bogus' WHERE seq = 5", [(5, "row.unparseable")]),
@@ -81,11 +84,12 @@ def test_tampering_is_named_by_verify(
 def test_appending_after_a_deleted_tail_does_not_hide_it(root: Path, cli: Cli) -> None:
     events = fill(root)
     tamper(root, "DELETE FROM events WHERE seq = 10")
-    with open_journal(root) as journal:
-        assert journal.append(events[0].with_seq(0)).seq == 11
+    with open_journal(root) as journal:  # short of its recorded head: a new chain starts
+        assert journal.append(events[0].with_seq(0)).seq == 2
     result = cli("verify", "--workspace", str(root))
     assert result.exit_code == 1
-    assert "seq 11: chain.missing" in result.stdout
+    assert "seq 1: journal.break" in result.stdout
+    assert "database ends at seq 9: 1 event lost" in result.stdout
 
 
 def test_real_keel_command_names_the_tampered_row(root: Path) -> None:

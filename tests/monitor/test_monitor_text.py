@@ -1,4 +1,8 @@
-"""The monitor's string helpers: keys, output hashes, commands, gates, patches, test paths."""
+"""The monitor's string helpers: keys, output hashes, polls, patches, test paths.
+
+Command lines are read by the policy (``tests/policy/test_policy_facts.py``); here, only how
+the monitor uses what the policy says.
+"""
 
 from __future__ import annotations
 
@@ -9,17 +13,13 @@ from pathlib import Path
 import pytest
 
 from keel.calls import ToolCall
-from keel.monitor._text import (
-    call_key,
-    command_facts,
-    gate_matches,
-    is_poll,
-    normalize_output,
-    output_hash,
-    patch_changes,
-    unwrap,
-)
-from keel.monitor._weakening import is_test_path
+from keel.config import KeelConfig
+from keel.monitor._calls import is_poll
+from keel.monitor._text import call_key, normalize_output, output_hash
+from keel.monitor.detectors.weakening import is_test_path
+from keel.policy import Policy
+
+POLICY = Policy.from_config(KeelConfig(), Path("/"))
 
 
 def test_call_key_ignores_descriptions_but_not_arguments() -> None:
@@ -41,86 +41,19 @@ def test_output_hash_masks_timings_pids_and_addresses() -> None:
     assert normalize_output("x" * 200_000).startswith("x")
 
 
-@pytest.mark.parametrize(
-    ("command", "written", "mutates", "read_only", "test_run"),
-    [
-        ("ls -la src", (), False, True, False),
-        ("git diff --stat && git status", (), False, True, False),
-        ("cat a.txt > b.txt", ("b.txt",), True, False, False),
-        ("echo hi >> notes.md 2>&1", ("notes.md",), True, False, False),
-        ("grep x y 2>/dev/null", (), False, True, False),
-        ("sed -i 's/a/b/' src/x.py src/y.py", ("src/x.py", "src/y.py"), True, False, False),
-        ("rm -rf build", ("build",), True, False, False),
-        ("cp a.py b.py", ("b.py",), True, False, False),
-        ("git checkout -- src/x.py", (), True, False, False),
-        ("find . -name '*.pyc' -delete", (), False, False, False),
-        ("cat <<'EOF' > gen.py\nx = a > b\nEOF", ("gen.py",), True, False, False),
-        ("bash -lc 'pytest -q'", (), False, False, True),
-        ("cd web && npm test", (), False, False, True),
-        ("python -m pytest tests/test_x.py -k foo", (), False, False, True),
-        ("python script.py", (), False, False, False),
-    ],
-)
-def test_command_facts(
-    command: str, written: tuple[str, ...], mutates: bool, read_only: bool, test_run: bool
-) -> None:
-    facts = command_facts(command)
-    assert facts.written == written
-    assert (facts.mutates, facts.read_only, facts.test_run) == (mutates, read_only, test_run)
-
-
-def test_unwrap() -> None:
-    assert unwrap("bash -lc 'pytest -q'") == "pytest -q"
-    assert unwrap("sh -c 'a && b'") == "a && b"
-    assert unwrap("bash script.sh") == "bash script.sh"
-    assert unwrap("bash -lc 'unbalanced") == "bash -lc 'unbalanced"
-
-
-@pytest.mark.parametrize(
-    ("command", "expected"),
-    [
-        ("pytest -q", True),
-        ("  pytest   -q ", True),
-        ("cd /w && pytest -q", True),
-        ("pytest -q 2>&1", True),
-        ("pytest -q > log.txt", True),
-        ("bash -lc 'pytest -q'", True),
-        ("pytest -q || true", False),
-        ("pytest -q | tail -3", False),
-        ("pytest -q; echo done", False),
-        ("pytest -q tests/test_one.py", False),
-        ("pytest", False),
-    ],
-)
-def test_gate_matches(command: str, expected: bool) -> None:
-    assert gate_matches(command, "pytest -q") is expected
+def _poll(command: str) -> bool:
+    words = POLICY.command_facts(command).words
+    return is_poll(ToolCall("Bash", "exec", command=command), words)
 
 
 def test_is_poll() -> None:
-    assert is_poll(ToolCall("Bash", "exec", command="sleep 10 && gh run view 1"))
-    assert is_poll(ToolCall("Bash", "exec", command="git status"))
-    assert is_poll(ToolCall("BashOutput", "exec"))
-    assert not is_poll(ToolCall("Bash", "exec", command="pytest -q"))
-
-
-def test_patch_changes_both_dialects() -> None:
-    codex = (
-        "*** Begin Patch\n*** Update File: src/a.py\n@@\n-x = 1\n+x = 2\n"
-        "*** Add File: src/b.py\n+print(1)\n*** Delete File: src/c.py\n*** End Patch\n"
-    )
-    got = patch_changes(codex)
-    assert got == {
-        "src/a.py": (["x = 2"], ["x = 1"], "update"),
-        "src/b.py": (["print(1)"], [], "add"),
-        "src/c.py": ([], [], "delete"),
-    }
-    unified = (
-        "diff --git a/q.sql b/q.sql\n--- a/q.sql\n+++ b/q.sql\n@@ -1,2 +1,1 @@\n"
-        "--- a comment\n select 1;\n--- a/old.py\n+++ /dev/null\n"
-    )
-    got = patch_changes(unified)
-    assert got["q.sql"] == ([], ["-- a comment"], "update")
-    assert got["old.py"][2] == "delete"
+    assert _poll("sleep 10 && gh run view 1")
+    assert _poll("git status")
+    assert _poll("kubectl get pods --watch")
+    assert _poll("bash -lc 'sleep 5'")
+    assert is_poll(ToolCall("BashOutput", "exec"), ())
+    assert not _poll("pytest -q")
+    assert not _poll("cat status.txt")
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,6 @@ import pytest
 from keel.config import KeelConfig, parse_config
 from keel.errors import ConfigError, UsageError
 from keel.policy import Policy
-from keel.policy._snapshot import cache_path
 
 HEAVY = ("pydantic", "typer", "rich", "yaml", "tree_sitter", "tomllib")
 CONSTRAINTS = """
@@ -123,29 +122,36 @@ def test_explain_shows_the_effective_policy(tmp_path: Path) -> None:
     assert "pytest" in info["commands"]["preset"]["allow"]
 
 
-def test_snapshot_cache_is_used_and_refreshed(tmp_path: Path) -> None:
-    (tmp_path / "keel.toml").write_text('[policy]\npreset = "strict"\n')
+def _write_old(path: Path, text: str) -> None:
+    """Write ``text`` with an mtime in the past, so the config cache may keep it at once."""
+    path.write_text(text)
+    past = time.time_ns() - 60_000_000_000
+    os.utime(path, ns=(past, past))
+
+
+def test_the_one_config_cache_is_used_and_refreshed(tmp_path: Path) -> None:
+    _write_old(tmp_path / "keel.toml", '[policy]\npreset = "strict"\n')
     assert Policy.for_root(tmp_path).preset == "strict"
-    cache = Path(cache_path(str(tmp_path), str(tmp_path / "keel.toml")))
-    assert cache.is_file()
+    caches = sorted((tmp_path / ".keel" / "cache").iterdir())
+    assert [p.suffix for p in caches] == [".marshal"]  # one loader, one cache
     code = (
-        "import sys; from keel.policy._fast import load_engine; "
-        f"e = load_engine(None, None, {str(tmp_path)!r}); "
-        "print(e.preset, *(m in sys.modules for m in ('tomllib', 'pydantic', 'typer')))"
+        "import sys; from keel.policy import Policy; "
+        f"p = Policy.for_root({str(tmp_path)!r}); "
+        "print(p.preset, *(m in sys.modules for m in ('tomllib', 'pydantic', 'typer')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["strict", "False", "False", "False"]
-    time.sleep(0.01)
-    (tmp_path / "keel.toml").write_text('[policy]\npreset = "readonly"\n')
+    _write_old(tmp_path / "keel.toml", '[policy]\npreset = "readonly"\n')
     assert Policy.for_root(tmp_path).preset == "readonly"
     assert Policy.for_root(tmp_path, preset="developer").preset == "developer"
 
 
 def test_no_config_needs_no_parser(tmp_path: Path) -> None:
+    Policy.for_root(tmp_path)  # fills the cache of the embedded defaults
     code = (
-        "import sys; from keel.policy._fast import load_engine, judge; "
-        f"e = load_engine(None, None, {str(tmp_path)!r}); "
-        "print(judge(e, 'command', 'pytest -q')[0], "
+        "import sys; from keel.policy import Policy; "
+        f"p = Policy.for_root({str(tmp_path)!r}); "
+        "print(p.check_command('pytest -q').decision, "
         f"[m for m in {HEAVY!r} if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from keel.calls import ToolCall
+from keel.config import KeelConfig
+from keel.guard import Guard
 from keel.policy import Policy
 from keel.policy._core import Engine
-from keel.policy._fast import judge
 from keel.policy._snapshot import default_snapshot
 
 
@@ -26,7 +28,9 @@ def test_internal_errors_deny(tmp_path: Path) -> None:
     for decision in (policy.check_command("ls"), policy.check_path("a", "read")):
         assert (decision.decision, decision.rule) == ("deny", "internal_error")
         assert "boom" in decision.reason
-    assert judge(engine, "command", "ls")[:2] == ("deny", "internal_error")
+    guard = Guard(tmp_path, KeelConfig(), policy, "s")  # the path keel policy check takes
+    decided = guard.decide(ToolCall("Bash", "exec", command="ls"))
+    assert (decided.decision, decided.rule) == ("deny", "internal_error")
 
 
 def test_bad_command_input(tmp_path: Path) -> None:

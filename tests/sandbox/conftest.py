@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from exec_helpers import Box, make_box, require_backend
 from sandbox_helpers import PYTHON, Host, SandboxFactory, make_host, make_sandbox, skip_or_fail
 
 from keel.sandbox import Sandbox
@@ -44,3 +45,17 @@ def python3() -> str:
     if not os.path.exists(PYTHON):
         skip_or_fail(f"{PYTHON} is needed for the escape payloads")
     return PYTHON
+
+
+@pytest.fixture(params=["bwrap", "landlock"])
+def box(request: pytest.FixtureRequest, workdir: Path) -> Box:
+    """A workspace, a fake HOME full of secrets and an outside marker, for one backend."""
+    require_backend(request.param)
+    return make_box(workdir, request.param)
+
+
+@pytest.fixture
+def bwrap_box(workdir: Path) -> Box:
+    """``box`` with the bwrap backend only (mount-namespace behaviour)."""
+    require_backend("bwrap")
+    return make_box(workdir, "bwrap")

@@ -18,7 +18,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, replace
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from keel.adapters.protocol import HookInput
@@ -86,8 +90,7 @@ def recover_codex_result(inp: HookInput, result: ToolResult) -> ToolResult:
     outcome = find_call_outcome(inp.transcript_path, inp.tool_use_id)
     if outcome is None:
         return result
-    return replace(
-        result,
+    return result.replace(
         ok=outcome.exit_code == 0,
         exit_code=outcome.exit_code,
         output=result.output or outcome.output[:MAX_OUTPUT_CHARS],
@@ -192,3 +195,54 @@ def _json_output(text: str) -> CallOutcome | None:
         return None
     output = data.get("output")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
     return CallOutcome(code, output if isinstance(output, str) else "", "function_call_output")
+
+
+def failed_gates(transcript_path: str, gates: Sequence[str]) -> list[str]:
+    """The gates whose latest run in a Codex rollout failed, as "`gate` exited with code N".
+
+    Codex gives a ``PostToolUse`` hook the command's output but not always its exit code, so
+    by the ``Stop`` event the rollout is the authority: it holds each call and its
+    ``Process exited with code N``. Any problem reading it gives no failures.
+    """
+    wanted = {" ".join(str(g).split()): str(g) for g in gates}
+    try:
+        lines = Path(transcript_path).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    runs: dict[str, str] = {}
+    last: dict[str, int] = {}
+    for line in lines:
+        item = _transcript_item(line)
+        call_id = item.get("call_id")
+        if item.get("type") == "function_call" and isinstance(call_id, str):
+            command = _codex_command(item.get("arguments"))
+            if command in wanted:
+                runs[call_id] = wanted[command]
+        elif item.get("type") == "function_call_output" and call_id in runs:
+            found = _EXITED.search(str(item.get("output", "")))
+            if found:
+                last[runs[str(call_id)]] = int(found.group(1))
+    return [f"`{gate}` exited with code {code}" for gate, code in last.items() if code != 0]
+
+
+_EXITED = re.compile(r"Process exited with code (-?\d+)")
+
+
+def _transcript_item(line: str) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return {}
+    payload = record.get("payload") if isinstance(record, dict) else None
+    return payload if isinstance(payload, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+
+
+def _codex_command(arguments: Any) -> str | None:
+    try:
+        args = json.loads(arguments) if isinstance(arguments, str) else {}
+    except (ValueError, RecursionError):
+        return None
+    value = args.get("cmd", args.get("command")) if isinstance(args, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    if isinstance(value, list):
+        value = shlex.join(str(v) for v in value)  # pyright: ignore[reportUnknownVariableType]
+    return " ".join(value.split()) if isinstance(value, str) else None

@@ -24,9 +24,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from keel._files import write_atomic
 from keel.adapters.protocol import AGENTS, Agent
-from keel.adapters.runner import HOOK_TIMEOUT
 from keel.errors import ConfigError, UsageError
+from keel.hookpath import HOOK_TIMEOUT
 from keel.root import ensure_state_dir, state_dir
 
 SETTINGS: dict[Agent, str] = {
@@ -69,14 +70,24 @@ HOOKS: dict[Agent, tuple[tuple[str, str | None], ...]] = {
 _RECORD = "installed-hooks.json"
 
 
-HOOK_LAUNCHER = "import sys; from keel.cli._entry import main; sys.exit(main())"
-"""What the registered hook command runs: pip's console-script wrapper imports ``re`` first,
-which costs a hook about a third of the interpreter's own start."""
+def hook_launcher(keel_parent: str) -> str:
+    """The ``python -S -c`` program the registered hook command runs.
+
+    ``-S`` skips site (its ``.pth`` files cost a hook up to the interpreter's own start), so
+    keel's own directory is put on ``sys.path`` by hand; ``keel.hookpath`` loads site only
+    when the call must be decided in process.
+    """
+    return (
+        f"import sys; sys.path.insert(0, {keel_parent!r}); from keel.hookpath import main; main()"
+    )
 
 
 def default_keel_command() -> list[str]:
-    """The command that runs keel from this interpreter, resolved past any PATH shim."""
-    return [sys.executable, "-c", HOOK_LAUNCHER]
+    """The command that runs keel's hook from this interpreter, past any PATH shim."""
+    import keel
+
+    parent = os.path.dirname(os.path.dirname(os.path.abspath(keel.__file__ or "")))
+    return [sys.executable, "-S", "-c", hook_launcher(parent)]
 
 
 def hook_command(
@@ -230,9 +241,7 @@ def _hooks_table(data: dict[str, Any], path: Path) -> dict[str, Any]:
 
 def _write(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.keel-{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def _created_paths(root: Path, path: Path) -> list[str]:

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from keel.calls import DERIVED_ID_PREFIX
 from keel.errors import PayloadError
 
 Agent = Literal["claude", "codex", "gemini"]
@@ -54,8 +55,6 @@ EVENTS: dict[Agent, dict[str, Phase]] = {
     },
 }
 
-DERIVED_ID_PREFIX = "derived-"
-"""Tool-use ids keel made up for a client that sends none (Gemini)."""
 
 MAX_INPUT_BYTES = 8_000_000
 """Hook stdin larger than this is refused (and so denied) before parsing."""

@@ -3,9 +3,11 @@
 The three clients name and shape their tools differently: Claude Code's ``Bash``/``Write``/
 ``Edit``, Codex's ``Bash``/``exec_command``/``apply_patch`` (``*** Begin Patch`` text with
 paths relative to the working directory), Gemini's ``run_shell_command``/``write_file``/
-``replace``. MCP tools are ``mcp__server__tool`` (Gemini: ``mcp_server_tool``). Relative
-paths are made absolute against the hook's ``cwd``, so the policy judges the file the tool
-will really touch. A tool keel does not know is kind ``other``: the default rule judges it.
+``replace``. MCP tools are ``mcp__server__tool`` (Gemini: ``mcp_server_tool``). The kind of
+each name comes from ``keel.calls.tool_kind``, the one table ``keel monitor scan`` uses too.
+Relative paths are made absolute against the hook's ``cwd``, so the policy judges the file
+the tool will really touch. A tool keel does not know is kind ``other``: the default rule
+judges it.
 
 Standard library only: this runs on every hook call.
 """
@@ -19,23 +21,20 @@ import shlex
 from typing import Any, assert_never
 
 from keel.adapters.protocol import HookInput
-from keel.calls import ToolCall, ToolKind, ToolResult
+from keel.calls import ToolCall, ToolResult, tool_kind
 from keel.errors import PayloadError
+from keel.patchtext import patch_paths
 
 MAX_OUTPUT_CHARS = 64_000
 """Tool output kept in a ``ToolResult``; the monitor needs the gist, not megabytes."""
 
-_EXEC_TOOLS = frozenset({"Bash", "run_shell_command", "exec_command", "shell", "local_shell"})
-_WRITE_TOOLS = frozenset({"Write", "write_file"})
-_EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "replace", "NotebookEdit"})
-_READ_FILE_TOOLS = frozenset({"Read", "read_file", "view_image"})
-_READ_DIR_TOOLS = frozenset({"Glob", "Grep", "LS", "glob", "grep_search", "list_directory"})
+_READ_DIR_TOOLS = frozenset(
+    {"Glob", "Grep", "LS", "glob", "grep_search", "search_file_content", "list_directory",
+     "read_many_files"}
+)  # fmt: skip
+"""Read tools that may name no path: they read the working directory."""
 _PATCH_TOOLS = frozenset({"apply_patch"})
-_FETCH_TOOLS = frozenset({"WebFetch", "web_fetch"})
 _PATH_KEYS = ("file_path", "absolute_path", "notebook_path", "path", "dir_path")
-_PATCH_PATH = re.compile(
-    r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$"
-)
 _URL = re.compile(r"https?://[^\s\"'<>)\]]+")
 _EXIT_CODE = re.compile(r"exit code:?\s*(-?\d+)", re.IGNORECASE)
 _GEMINI_EXIT_CODE = re.compile(r"^Exit Code: (-?\d+)\s*$", re.MULTILINE)
@@ -44,23 +43,6 @@ _GEMINI_EXIT_CODE = re.compile(r"^Exit Code: (-?\d+)\s*$", re.MULTILINE)
 _GEMINI_NOISE = re.compile(
     r"^(?:Process Group PGID|Background PIDs): .*$\n?|</?untrusted_context>\n?", re.MULTILINE
 )
-
-
-def tool_kind(name: str) -> ToolKind:
-    """The canonical kind of a client tool name (``other`` when keel does not know it)."""
-    if name in _EXEC_TOOLS:
-        return "exec"
-    if name in _WRITE_TOOLS:
-        return "write"
-    if name in _EDIT_TOOLS or name in _PATCH_TOOLS:
-        return "edit"
-    if name in _READ_FILE_TOOLS or name in _READ_DIR_TOOLS or name == "read_many_files":
-        return "read"
-    if name in _FETCH_TOOLS:
-        return "network"
-    if name.startswith("mcp__") or name.startswith("mcp_"):
-        return "mcp"
-    return "other"
 
 
 def to_tool_call(inp: HookInput) -> ToolCall:
@@ -88,7 +70,9 @@ def to_tool_call(inp: HookInput) -> ToolCall:
             return ToolCall(**base, command=_command(name, args))
         case "write" | "edit" if name in _PATCH_TOOLS:
             patch = _patch_text(args)
-            return ToolCall(**base, paths=_absolute(patch_paths(patch), inp.cwd), patch=patch)
+            return ToolCall(
+                **base, paths=_absolute(tuple(patch_paths(patch)), inp.cwd), patch=patch
+            )
         case "write" | "edit":
             return ToolCall(**base, paths=_absolute(_required_paths(name, args), inp.cwd))
         case "read":
@@ -121,18 +105,6 @@ def to_tool_result(inp: HookInput, call: ToolCall | None = None) -> ToolResult:
         agent=inp.agent,
         call=call,
     )
-
-
-def patch_paths(text: str) -> tuple[str, ...]:
-    """The files a ``*** Begin Patch`` patch adds, updates, deletes or moves to, in order."""
-    found: list[str] = []
-    for line in text.splitlines():
-        match = _PATCH_PATH.match(line)
-        if match:
-            path = match.group(1) or match.group(2)
-            if path and path not in found:
-                found.append(path)
-    return tuple(found)
 
 
 def _command(name: str, args: dict[str, Any]) -> str:
@@ -170,7 +142,7 @@ def _read_paths(name: str, args: dict[str, Any], cwd: str | None) -> tuple[str, 
     many = args.get("paths")
     if isinstance(many, list) and all(isinstance(p, str) for p in many):  # pyright: ignore[reportUnknownVariableType]
         return tuple(many)  # pyright: ignore[reportUnknownArgumentType]
-    if name in _READ_DIR_TOOLS or name == "read_many_files":
+    if name in _READ_DIR_TOOLS:
         return (cwd or ".",)
     raise PayloadError(f"{name} call without a file path", code="payload.tool_path", tool=name)
 

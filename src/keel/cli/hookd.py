@@ -33,7 +33,7 @@ def run(
     ] = 600.0,
 ) -> None:
     """Serve the workspace's hook calls in the foreground until idle."""
-    from keel.daemon.server import _preload, serve  # pyright: ignore[reportPrivateUsage]
+    from keel.daemon.server import preload, serve
 
     if not 0 < idle < float("inf"):  # also refuses nan
         fail(UsageError(f"--idle must be a positive number of seconds, not {idle}"))
@@ -42,7 +42,7 @@ def run(
     except KeelError as err:
         fail(err)
     try:
-        _preload()
+        preload()
         code = serve(root, idle=idle)
     except OSError as exc:
         fail(WorkspaceError(f"cannot serve {root}: {exc}", code="workspace.hookd"))
@@ -51,8 +51,8 @@ def run(
 
 def status(ctx: typer.Context, workspace: WorkspaceOpt = None, as_json: JsonOpt = False) -> None:
     """Whether a daemon serves the workspace."""
-    from keel.daemon.relay import enabled
     from keel.daemon.server import daemon_running, socket_path
+    from keel.hookpath import daemon_enabled as enabled
 
     try:
         root = workspace_root(ctx, workspace)

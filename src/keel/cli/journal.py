@@ -15,7 +15,7 @@ import typer
 
 from keel.cli._common import JsonOpt, WorkspaceOpt, fail, print_json, workspace_root
 from keel.errors import JournalError, KeelError
-from keel.journal import Journal, MemoryJournal, journal_path, open_journal
+from keel.journal import Journal, MemoryJournal, journal_path, read_journal, verify_journal
 
 T = TypeVar("T")
 
@@ -29,11 +29,14 @@ LimitOpt = Annotated[
 
 @contextmanager
 def _journal(root: Path) -> Iterator[Journal]:
-    """The workspace's journal; an empty one (nothing created on disk) if there is none yet."""
+    """The workspace's journal, read-only; an empty one if there is none yet.
+
+    Reading never creates, migrates or recovers anything: a broken journal stays as it is.
+    """
     if not journal_path(root).exists():
         yield MemoryJournal()
         return
-    with open_journal(root) as journal:
+    with read_journal(root) as journal:
         yield journal
 
 
@@ -80,16 +83,12 @@ def _show(root: Path, session: str, as_json: bool) -> None:
 def _verify(root: Path, as_json: bool) -> None:
     from keel.journal.timeline import render_problems
 
-    with _journal(root) as journal:
-        problems = journal.verify()
-        count = sum(s.events for s in journal.sessions())
+    report = verify_journal(root)
     if as_json:
-        print_json(
-            {"ok": not problems, "events": count, "problems": [p.to_dict() for p in problems]}
-        )
+        print_json(report.to_dict())
     else:
-        typer.echo(render_problems(problems, count), nl=False)
-    if problems:
+        typer.echo(render_problems(report.problems, report.events), nl=False)
+    if not report.ok:
         raise typer.Exit(1)
 
 
@@ -166,7 +165,11 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
         workspace: WorkspaceOpt = None,
     ) -> None:
-        """Check the journal's hash chain; exit 1 naming every broken or missing link."""
+        """Check the journal's keyed chain, its recorded head and its breaks; exit 1 naming each.
+
+        Read-only: a broken journal is reported and left where it is (the next decision moves
+        it aside and records the break, which verify then keeps reporting).
+        """
         try:
             _verify(workspace_root(ctx, workspace), as_json)
         except KeelError as err:

@@ -51,8 +51,14 @@ def scan(
     if format not in FORMATS:
         fail(UsageError(f"unknown format {format!r}; one of {', '.join(FORMATS)}"), as_json=as_json)
     try:
-        config = config_for(workspace_root(ctx, workspace))
-        report = scan_file(file, format=format, config=config, session=session)  # pyright: ignore[reportArgumentType]
+        root = workspace_root(ctx, workspace)
+        report = scan_file(
+            file,
+            format=format,  # pyright: ignore[reportArgumentType]
+            config=config_for(root),
+            session=session,
+            workspace=root,
+        )
     except KeelError as err:
         fail(err, as_json=as_json)
     if as_json:

@@ -26,15 +26,16 @@ def register(app: typer.Typer) -> None:
 def check(ctx: typer.Context, workspace: WorkspaceOpt = None, as_json: JsonOpt = False) -> None:
     """Show which sandbox backends work here and why the others do not (exit 1 if none is safe)."""
     from keel.config import config_for
-    from keel.sandbox import detect
+    from keel.sandbox import detect, exec_backend
 
     try:
         config = config_for(workspace_root(ctx, workspace)).sandbox
         report = detect(config)
+        exec_name, exec_reason = exec_backend(config.backend, refresh=True)
     except KeelError as err:
         fail(err, as_json=as_json)
     if as_json:
-        print_json(report.to_dict())
+        print_json({**report.to_dict(), "exec": {"backend": exec_name, "reason": exec_reason}})
     else:
         for status in report.backends:
             state = "ok" if status.available else "no"
@@ -44,6 +45,7 @@ def check(ctx: typer.Context, workspace: WorkspaceOpt = None, as_json: JsonOpt =
         python = report.python
         typer.echo(f"python       {python.executable or 'unavailable'}  {python.reason}")
         typer.echo(f"sandbox uid  {report.uid}")
+        typer.echo(f"exec         {exec_name or '(none: keel exec refuses)'}  {exec_reason}")
     raise typer.Exit(0 if report.safe else 1)
 
 

@@ -25,6 +25,7 @@ def stop(
 ) -> None:
     """Set the emergency stop: every decision is deny, in every process, until `keel resume`."""
     from keel.lifecycle import emergency_stop
+    from keel.sandbox import kill_contained
 
     try:
         root = workspace_root(ctx, workspace)
@@ -32,6 +33,9 @@ def stop(
     except KeelError as err:
         fail(err)
     typer.echo(f"emergency stop SET in {root}: {status.reason}")
+    killed = kill_contained(root)
+    if killed:
+        typer.echo(f"killed {killed} contained command{'s' if killed > 1 else ''} (keel exec)")
 
 
 def resume(ctx: typer.Context, workspace: WorkspaceOpt = None) -> None:
@@ -46,15 +50,18 @@ def resume(ctx: typer.Context, workspace: WorkspaceOpt = None) -> None:
 
 
 def status(ctx: typer.Context, workspace: WorkspaceOpt = None, as_json: JsonOpt = False) -> None:
-    """Show the workspace, its config, the stop flag and the journal."""
+    """Show the workspace, its config, the stop flag, the journal and the checkpoint store."""
     from keel.lifecycle import workspace_status
+    from keel.workspace.health import checkpoint_health
 
     try:
-        info = workspace_status(workspace_root(ctx, workspace))
+        root = workspace_root(ctx, workspace)
+        info = workspace_status(root)
     except KeelError as err:
         fail(err, as_json=as_json)
+    health = checkpoint_health(root)
     if as_json:
-        print_json(info)
+        print_json({**info, "checkpoints": health.to_dict()})
         return
     stop_info = info["stop"]
     typer.echo(f"workspace  {info['root']}")
@@ -64,6 +71,13 @@ def status(ctx: typer.Context, workspace: WorkspaceOpt = None, as_json: JsonOpt 
         typer.echo(f"STOP       set: {stop_info['reason']}")
     else:
         typer.echo("stop       not set")
-    typer.echo(
-        f"journal    {info['journal']['events']} events in {info['journal']['sessions']} sessions"
-    )
+    journal = info["journal"]
+    if journal["events"] is None:
+        typer.echo("journal    unreadable (the next hook or command moves it aside)")
+    else:
+        typer.echo(f"journal    {journal['events']} events in {journal['sessions']} sessions")
+    if journal.get("problem"):
+        typer.echo(f"JOURNAL    {journal['problem']} (run `keel verify`)")
+    for broken in journal.get("breaks", []):
+        typer.echo(f"JOURNAL    {broken}")
+    typer.echo(f"checkpoint {health.summary()}")

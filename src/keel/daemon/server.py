@@ -1,17 +1,22 @@
 """``keel hookd``: answers the hook calls of one workspace with everything already loaded.
 
-Started on demand by a hook (``python -m keel.daemon.server ROOT``), it holds
+Started on demand by a hook (``python -c ... keel.daemon.server ROOT``), it holds
 ``<root>/.keel/hookd.lock`` (a second daemon exits at once), listens on
-``<root>/.keel/hookd.sock`` (mode 0600; a peer of another uid is refused) and exits after
-``KEEL_HOOKD_IDLE`` seconds without a request (default 600), or as soon as its socket is
-removed or replaced, or the workspace disappears.
+``<root>/.keel/hookd.sock`` (mode 0600; a peer of another uid is refused), records its pid
+and start time in ``<root>/.keel/hookd.pid`` (the relay trusts only that process), and exits
+after ``KEEL_HOOKD_IDLE`` seconds without a request (default 600), as soon as its socket is
+removed or replaced, or when the workspace disappears.
 
-Each request is answered by ``keel.cli.hook.answer``, the very code a hook process runs,
-one request at a time, with the request's environment and working directory swapped in for
-the duration: the emergency stop, keel.toml and the session state are read afresh every
-time, so the daemon decides exactly as the hook process would. A relay of another keel
-version, or any request after a loaded keel source file changed, gets ``retry`` (and the
-daemon exits, so the next call starts a current one).
+Each request is answered by ``keel.adapters.runner.answer``, the very code a hook process
+runs, one request at a time, with the request's environment and working directory swapped
+in. The daemon keeps one journal connection and one guard per session in memory (so the
+monitor's state is not read and written as a file per call); a guard is rebuilt when
+keel.toml changed or another process wrote the session's state since. The emergency stop is
+read afresh on every decision. Every request carries the hook process's request id and the
+instant it stops waiting: the guard commits nothing after it, and a request the hook process
+re-decided in process is never journaled twice. A relay of another keel version, or any
+request after a loaded keel source file changed, gets ``retry`` (and the daemon exits, so
+the next call starts a current one).
 """
 
 from __future__ import annotations
@@ -25,12 +30,28 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from keel.daemon.relay import LOCK_NAME, MAGIC, SOCKET_NAME, netstrings, parse_netstrings
+from keel.hookpath import (
+    LOCK_NAME,
+    MAGIC,
+    PID_NAME,
+    SOCKET_NAME,
+    netstrings,
+    parse_netstrings,
+    process_start,
+    read_record,
+)
+
+if TYPE_CHECKING:
+    from keel.adapters.protocol import HookInput
+    from keel.guard import Guard
+    from keel.journal import SQLiteJournal
 
 DEFAULT_IDLE = 600.0
 POLL = 1.0
 MAX_REQUEST = 64 * 1024 * 1024
+MAX_GUARDS = 64
 _WORK = threading.Lock()
 
 
@@ -40,11 +61,14 @@ def socket_path(root: Path) -> Path:
 
 
 def daemon_running(root: Path) -> bool:
-    """True if a daemon serves ``root`` (its socket accepts a connection)."""
+    """True if this user's recorded daemon of ``root`` is alive and its socket accepts."""
+    root = root.resolve()
+    if read_record(str(root / ".keel")) is None:
+        return False
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(2)
-        sock.connect(str(socket_path(root.resolve())))
+        sock.connect(str(socket_path(root)))
     except OSError:
         return False
     finally:
@@ -52,17 +76,32 @@ def daemon_running(root: Path) -> bool:
     return True
 
 
-def stop_daemon(root: Path) -> bool:
-    """Make the daemon of ``root`` exit (within a second) by removing its socket.
+def stop_daemon(root: Path, *, wait: float = 1.0) -> bool:
+    """Make the daemon of ``root`` exit: remove its socket, then kill it if it lingers.
 
-    Returns:
-        True if there was a socket to remove. Hooks decide in process until a later hook
-        starts a new daemon.
+    A daemon that is hung or stopped (``SIGSTOP``) is killed (``SIGKILL`` reaches a stopped
+    process). Returns True if there was a daemon or a socket. Hooks decide in process until
+    a later hook starts a new daemon.
     """
-    try:
-        socket_path(root.resolve()).unlink()
-    except (FileNotFoundError, NotADirectoryError):  # no socket, or no .keel/ to hold one
-        return False
+    import signal
+
+    root = root.resolve()
+    record = read_record(str(root / ".keel"))
+    removed = False
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        socket_path(root).unlink()
+        removed = True
+    if record is None:
+        return removed
+    pid, start = record
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + wait
+    while time.monotonic() < end and process_start(pid) == start:
+        time.sleep(0.02)
+    if process_start(pid) == start:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
     return True
 
 
@@ -80,6 +119,7 @@ def serve(root: Path, *, idle: float = DEFAULT_IDLE, ready: threading.Event | No
     path = socket_path(root)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     inode = -1
+    state = _State(time.monotonic(), root)
     try:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # stale: its daemon is gone, since we hold the lock
@@ -91,32 +131,126 @@ def serve(root: Path, *, idle: float = DEFAULT_IDLE, ready: threading.Event | No
         server.listen(64)
         server.settimeout(POLL)
         inode = path.stat().st_ino
-        state = _State(time.monotonic())
+        _write_record(keel_dir)
         if ready is not None:
             ready.set()
-        _loop(server, root, path, inode, idle, state)
+        _loop(server, path, inode, idle, state)
     finally:
         server.close()
+        state.close()
         with contextlib.suppress(OSError):
             if path.stat().st_ino == inode:
                 path.unlink()
+        with contextlib.suppress(OSError):
+            if read_record(str(keel_dir)) == (os.getpid(), process_start(os.getpid())):
+                (keel_dir / PID_NAME).unlink()
         os.close(lock_fd)
     return 0
+
+
+def _write_record(keel_dir: Path) -> None:
+    """``hookd.pid``: this process's pid and start time, written atomically."""
+    from keel._files import write_atomic
+
+    pid = os.getpid()
+    write_atomic(keel_dir / PID_NAME, f"{pid} {process_start(pid)}\n")
 
 
 class _State:
     """What the accept loop and the request threads share."""
 
-    def __init__(self, now: float) -> None:
+    def __init__(self, now: float, root: Path) -> None:
         self.last = now
         self.busy = 0
         self.stop = False
         self.lock = threading.Lock()
+        self.guards = _Guards(root)
+
+    def close(self) -> None:
+        self.guards.close()
 
 
-def _loop(
-    server: socket.socket, root: Path, path: Path, inode: int, idle: float, state: _State
-) -> None:
+class _Guards:
+    """One journal connection and one guard per session, kept while they are current."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.journal: SQLiteJournal | None = None
+        self.journal_inode: int | None = None
+        self.guards: dict[tuple[str, str], tuple[tuple[object, ...] | None, Guard]] = {}
+
+    def __call__(self, root: Path, inp: HookInput, deadline_at: float) -> _Shared:
+        from keel.guard import Guard
+
+        journal = self._journal(deadline_at)
+        key = (inp.session_id, inp.agent)
+        stamp = _config_stamp(self.root)
+        cached = self.guards.get(key)
+        if cached is not None and cached[0] == stamp and cached[1].journal is journal:
+            guard = cached[1]
+            if not guard.is_current():
+                guard.reload_state()
+        else:
+            guard = Guard.open(
+                self.root,
+                session_id=inp.session_id,
+                agent=inp.agent,
+                journal=journal,
+                wait_until=deadline_at,
+            )
+            self.guards.pop(key, None)
+            self.guards[key] = (stamp, guard)
+            while len(self.guards) > MAX_GUARDS:
+                del self.guards[next(iter(self.guards))]
+        return _Shared(guard)
+
+    def _journal(self, deadline_at: float) -> SQLiteJournal:
+        """The shared connection, reopened when journal.db was replaced (e.g. moved aside)."""
+        from keel.journal import journal_path, open_journal
+
+        try:
+            inode: int | None = journal_path(self.root).stat().st_ino
+        except OSError:
+            inode = None
+        if self.journal is None or inode is None or inode != self.journal_inode:
+            self.close()
+            self.journal = open_journal(
+                self.root, timeout=max(deadline_at - time.monotonic(), 0.01)
+            )
+            self.journal_inode = journal_path(self.root).stat().st_ino
+        return self.journal
+
+    def close(self) -> None:
+        self.guards.clear()
+        if self.journal is not None:
+            with contextlib.suppress(Exception):
+                self.journal.close()
+            self.journal = None
+
+
+class _Shared:
+    """A cached guard lent to one request: the request's ``close`` keeps it open."""
+
+    def __init__(self, guard: Guard) -> None:
+        self._guard = guard
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._guard, name)
+
+    def close(self) -> None:
+        """Nothing: the guard and its journal outlive the request."""
+
+
+def _config_stamp(root: Path) -> tuple[object, ...] | None:
+    """What keel.toml looks like on disk; a change rebuilds the session's guard."""
+    try:
+        st = os.stat(root / "keel.toml")
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _loop(server: socket.socket, path: Path, inode: int, idle: float, state: _State) -> None:
     while not state.stop:
         try:
             conn, _ = server.accept()
@@ -132,7 +266,7 @@ def _loop(
             state.busy += 1
             state.last = time.monotonic()
         threading.Thread(
-            target=_connection, args=(conn, root, state), name="keel-hookd", daemon=True
+            target=_connection, args=(conn, state), name="keel-hookd", daemon=True
         ).start()
 
 
@@ -143,7 +277,7 @@ def _still_ours(path: Path, inode: int) -> bool:
         return False
 
 
-def _connection(conn: socket.socket, root: Path, state: _State) -> None:
+def _connection(conn: socket.socket, state: _State) -> None:
     try:
         with conn:
             conn.settimeout(60)
@@ -152,7 +286,7 @@ def _connection(conn: socket.socket, root: Path, state: _State) -> None:
             fields = _receive(conn)
             if fields is None:
                 return
-            conn.sendall(netstrings(_respond(fields, root, state)))
+            conn.sendall(netstrings(_respond(fields, state)))
     except OSError:
         pass
     finally:
@@ -181,20 +315,40 @@ def _receive(conn: socket.socket) -> list[bytes] | None:
     return parse_netstrings(b"".join(chunks))
 
 
-def _respond(fields: list[bytes], root: Path, state: _State) -> list[bytes]:
+class Request:
+    """One relayed hook call."""
+
+    __slots__ = ("argv", "cwd", "data", "env", "reply_by", "request_id", "root", "version")
+
+    def __init__(
+        self,
+        version: str,
+        root: str,
+        cwd: str,
+        request_id: str,
+        reply_by: float,
+        argv: list[str],
+        env: dict[str, str],
+        data: bytes,
+    ) -> None:
+        self.version, self.root, self.cwd = version, root, cwd
+        self.request_id, self.reply_by = request_id, reply_by
+        self.argv, self.env, self.data = argv, env, data
+
+
+def _respond(fields: list[bytes], state: _State) -> list[bytes]:
     from keel import __version__
 
     retry = [MAGIC, b"retry"]
-    request = _parse_request(fields)
+    request = parse_request(fields)
     if request is None:
         return retry
-    version, req_root, cwd, argv, env, data = request
-    if version != __version__ or _code_changed():
+    if request.version != __version__ or _code_changed():
         state.stop = True  # keel was upgraded or edited: the next hook starts a current daemon
         return retry
-    if Path(req_root).resolve() != root:
+    if Path(request.root).resolve() != state.guards.root or time.monotonic() >= request.reply_by:
         return retry
-    code, out, err = _answer(argv, env, cwd, data)
+    code, out, err = _answer(request, state)
     if _stray_work():
         state.stop = True  # a call overran its deadline and still runs: never run beside it
     return [MAGIC, b"ok", str(code).encode(), out, err]
@@ -229,19 +383,19 @@ def _code_changed() -> bool:
     return False
 
 
-def _parse_request(
-    fields: list[bytes],
-) -> tuple[str, str, str, list[str], dict[str, str], bytes] | None:
+def parse_request(fields: list[bytes]) -> Request | None:
+    """The request in a relay's netstrings, or None when they are not one."""
     try:
         if fields[0] != MAGIC:
             return None
         version, root, cwd = fields[1].decode(), os.fsdecode(fields[2]), os.fsdecode(fields[3])
-        argc = int(fields[4])
-        argv = [os.fsdecode(a) for a in fields[5 : 5 + argc]]
-        envc = int(fields[5 + argc])
-        pairs = fields[6 + argc : 6 + argc + envc]
-        data = fields[6 + argc + envc]
-        if len(fields) != 7 + argc + envc or len(argv) != argc:
+        request_id, reply_by = fields[4].decode("ascii"), float(fields[5])
+        argc = int(fields[6])
+        argv = [os.fsdecode(a) for a in fields[7 : 7 + argc]]
+        envc = int(fields[7 + argc])
+        pairs = fields[8 + argc : 8 + argc + envc]
+        data = fields[8 + argc + envc]
+        if len(fields) != 9 + argc + envc or len(argv) != argc or not request_id.isalnum():
             return None
     except (IndexError, ValueError, UnicodeDecodeError):
         return None
@@ -250,30 +404,39 @@ def _parse_request(
         key, eq, value = pair.partition(b"=")
         if eq:
             env[os.fsdecode(key)] = os.fsdecode(value)
-    return version, root, cwd, argv, env, data
+    return Request(version, root, cwd, request_id, reply_by, argv, env, data)
 
 
-def _answer(
-    argv: list[str], env: dict[str, str], cwd: str, data: bytes
-) -> tuple[int, bytes, bytes]:
+def _answer(request: Request, state: _State) -> tuple[int, bytes, bytes]:
     """Run the in-process hook with the request's environment and directory, one at a time."""
-    from keel.cli.hook import answer
+    from keel.adapters.runner import answer
+    from keel.hookpath import BLOCK, parse_hook_args
 
     with _WORK:
         saved_env = dict(os.environ)
         saved_cwd = os.getcwd()
         try:
             os.environ.clear()
-            os.environ.update(env)
+            os.environ.update(request.env)
             with contextlib.suppress(OSError):
-                os.chdir(cwd)
-            code, out, err = answer(argv, data)
+                os.chdir(request.cwd)
+            try:
+                args = parse_hook_args(request.argv)
+            except ValueError:
+                return BLOCK, b"", b"keel hook: bad arguments; blocked to be safe\n"
+            return answer(
+                args,
+                request.data,
+                request_id=request.request_id,
+                deadline_at=request.reply_by,
+                root=str(state.guards.root),
+                guard_factory=state.guards,  # pyright: ignore[reportArgumentType]
+            )
         finally:
             os.environ.clear()
             os.environ.update(saved_env)
             with contextlib.suppress(OSError):
                 os.chdir(saved_cwd)
-    return code, out.encode("utf-8", "surrogateescape"), err.encode("utf-8", "surrogateescape")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -286,12 +449,18 @@ def main(argv: list[str] | None = None) -> int:
         idle = float(os.environ.get("KEEL_HOOKD_IDLE", DEFAULT_IDLE))
     except ValueError:
         idle = DEFAULT_IDLE
-    _preload()
+    import signal
+
+    def _terminate(signum: int, frame: object) -> None:
+        raise SystemExit(0)  # unwinds serve(): the socket and the record are removed
+
+    signal.signal(signal.SIGTERM, _terminate)
+    preload()
     _code_changed()  # remember the sources as loaded
     return serve(Path(args[0]), idle=idle)
 
 
-def _preload() -> None:
+def preload() -> None:
     """Import what every request needs, once."""
     import keel.adapters.runner
     import keel.guard

@@ -8,6 +8,7 @@ migration: add the next one.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -64,6 +65,46 @@ def m002_head(db: sqlite3.Connection) -> None:
         SELECT 1, COALESCE(MAX(seq), 0),
                COALESCE((SELECT hash FROM events ORDER BY seq DESC LIMIT 1), '')
         FROM events
+        """
+    )
+
+
+@migration
+def m003_journal_id(db: sqlite3.Connection) -> None:
+    """A random id for this journal, created with it, so a replaced database is noticed."""
+    db.execute(
+        "CREATE TABLE journal_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID"
+    )
+    db.execute(
+        "INSERT INTO journal_meta (key, value) VALUES ('journal_id', ?)", (os.urandom(16).hex(),)
+    )
+
+
+@migration
+def m004_requests(db: sqlite3.Connection) -> None:
+    """Committed request ids and their outcomes, so a retried request is answered once."""
+    db.execute(
+        """
+        CREATE TABLE requests (
+            id TEXT PRIMARY KEY,
+            ts REAL NOT NULL,
+            outcome TEXT NOT NULL
+        ) WITHOUT ROWID
+        """
+    )
+    db.execute("CREATE INDEX requests_ts ON requests (ts)")
+
+
+@migration
+def m005_session_state(db: sqlite3.Connection) -> None:
+    """Per-session state, versioned, written in the same transaction as the session's events."""
+    db.execute(
+        """
+        CREATE TABLE session_state (
+            session_id TEXT PRIMARY KEY,
+            version INTEGER NOT NULL,
+            data TEXT NOT NULL
+        ) WITHOUT ROWID
         """
     )
 

@@ -3,16 +3,17 @@
 ``MonitorState`` is what a hook process loads before a call and stores after it, so it holds
 only windows, counters and short hashes, never the history itself: its JSON stays a few
 kilobytes however long the session runs (``seen`` is capped by ``[monitor] seen_cap``, the
-other maps by ``MAP_CAP``, ``recent`` by the largest detector window).
+other maps by ``MAP_CAP``, ``recent`` by the largest detector window). ``to_dict()`` /
+``from_dict()`` give the same data as a JSON-ready dict, for a caller that stores it.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple, get_args
 
-from keel.decision import GuidanceLevel
+from keel.decision import GUIDANCE_LEVELS, GuidanceLevel
 from keel.errors import PayloadError
 from keel.events import DiagnosticPayload, Event
 
@@ -28,21 +29,54 @@ DetectorName = Literal[
     "unverified_finish",
     "plan_drift",
 ]
-DETECTORS: tuple[DetectorName, ...] = (
-    "repeat",
-    "alternation",
-    "failure",
-    "no_progress",
-    "monologue",
-    "budget",
-    "scope",
-    "test_weakening",
-    "unverified_finish",
-    "plan_drift",
-)
+DETECTORS: tuple[DetectorName, ...] = get_args(DetectorName)
 STATE_VERSION = 1
 MAP_CAP = 64
 """Entries kept in each per-key map (failures, errors, gates) of the state."""
+EDIT, TEST, POLL, READ, WRITES = 1, 2, 4, 8, 16
+"""Flags of a call: it may change files, runs tests, waits or polls, only reads, changes files
+it names (a write or edit tool, a patch, a command with written paths)."""
+
+
+class CallEntry(NamedTuple):
+    """One recent call as the detectors remember it; a JSON list in the persisted state."""
+
+    step: int
+    key: str
+    """The hash of the call's tool and canonical arguments (``call_key``)."""
+    kind: str
+    out: str | None
+    """The content hash of its result, once the result came."""
+    ok: bool | None
+    tool_use_id: str | None
+    flags: int
+    """``EDIT | TEST | POLL | READ | WRITES``."""
+    gates: tuple[str, ...]
+    """The ``[gates]`` commands it ran so that their status is its own."""
+    label: str
+    """A short human label (``describe``)."""
+
+    @classmethod
+    def from_list(cls, value: Any) -> CallEntry:
+        """The entry of a JSON list; a ``PayloadError`` if it is not one."""
+        items: list[Any] = list(value) if isinstance(value, list | tuple) else []  # pyright: ignore[reportUnknownArgumentType]
+        if not (len(items) == len(cls._fields) and _entry_types(items)):
+            raise PayloadError("monitor state has malformed recent", code="payload.monitor_state")
+        items[7] = tuple(items[7])
+        return cls(*items)
+
+
+def _entry_types(items: list[Any]) -> bool:
+    step, key, kind, out, ok, tool_use_id, flags, gates, label = items
+    return (
+        type(step) is int
+        and type(flags) is int
+        and all(isinstance(v, str) for v in (key, kind, label))
+        and all(v is None or isinstance(v, str) for v in (out, tool_use_id))
+        and (ok is None or isinstance(ok, bool))
+        and isinstance(gates, list | tuple)
+        and all(isinstance(g, str) for g in gates)  # pyright: ignore[reportUnknownVariableType]
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +127,8 @@ class MonitorState:
     started: float | None = None
     last_ts: float | None = None
     tokens: int = 0
-    recent: list[list[Any]] = field(default_factory=list[list[Any]])
-    """The last calls: ``[step, key, kind, output hash, ok, tool_use_id, flags, gates, label]``."""
+    recent: list[CallEntry] = field(default_factory=list[CallEntry])
+    """The last calls, oldest first (JSON: lists)."""
     streak_key: str | None = None
     streak_n: int = 0
     streak_out: str | None = None
@@ -131,9 +165,14 @@ class MonitorState:
 
     def to_json(self) -> str:
         """Compact JSON of the whole state."""
-        # every field is already a JSON value; asdict() would deep-copy them all (10x slower)
+        # every field is already a JSON value (a CallEntry is a tuple); asdict() would
+        # deep-copy them all (10x slower)
         data = {name: getattr(self, name) for name in _FIELDS}
         return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The state as a JSON-ready dict (a copy: later changes to the state do not show)."""
+        return json.loads(self.to_json())
 
     @classmethod
     def from_json(cls, text: str | bytes) -> MonitorState:
@@ -144,17 +183,29 @@ class MonitorState:
             raise PayloadError(
                 f"monitor state is not JSON: {exc}", code="payload.monitor_state"
             ) from exc
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> MonitorState:
+        """Rebuild a state from ``to_dict()``; anything malformed is a ``PayloadError``.
+
+        The state takes over ``data``'s lists and dicts (pass a copy to keep them).
+        """
         if not isinstance(data, dict):
             raise PayloadError("monitor state must be an object", code="payload.monitor_state")
-        names = set(_FIELDS)
-        unknown = sorted(set(data) - names)  # pyright: ignore[reportUnknownArgumentType]
-        if unknown or data.get("version") != STATE_VERSION:
+        unknown = sorted(set(data) - set(_FIELDS))  # pyright: ignore[reportUnknownArgumentType]
+        if unknown or data.get("version") != STATE_VERSION:  # pyright: ignore[reportUnknownMemberType]
             raise PayloadError(
                 f"monitor state has unknown keys {unknown} or version {data.get('version')!r}",  # pyright: ignore[reportUnknownMemberType]
                 code="payload.monitor_state",
             )
+        values: dict[str, Any] = dict(data)  # pyright: ignore[reportUnknownArgumentType]
+        recent = values.get("recent", [])
+        if not isinstance(recent, list):
+            raise PayloadError("monitor state has malformed recent", code="payload.monitor_state")
+        values["recent"] = [CallEntry.from_list(e) for e in recent]  # pyright: ignore[reportUnknownVariableType]
         try:
-            state = cls(**data)
+            state = cls(**values)
         except TypeError as exc:
             raise PayloadError(str(exc), code="payload.monitor_state") from exc
         _check_types(state)
@@ -171,13 +222,12 @@ def _check_types(state: MonitorState) -> None:
             type(v) is int
             for v in (state.step, state.tokens, state.no_gain, state.last_edit_step, state.drift)
         ),
-        "recent": isinstance(state.recent, list) and all(_is_entry(e) for e in state.recent),  # pyright: ignore[reportUnnecessaryIsInstance]
         "maps": all(
             isinstance(m, dict) and all(type(v) is int for v in m.values())  # pyright: ignore[reportUnnecessaryIsInstance]
             for m in (state.seen, state.failures, state.errors)
         ),
         "ladder": isinstance(state.ladder, dict)
-        and all(_is_pair(v, lambda x: x in _LEVELS) for v in state.ladder.values()),  # pyright: ignore[reportUnnecessaryIsInstance]
+        and all(_is_pair(v, lambda x: x in GUIDANCE_LEVELS) for v in state.ladder.values()),  # pyright: ignore[reportUnnecessaryIsInstance]
         "gates": isinstance(state.gates, dict)
         and all(_is_pair(v, lambda x: type(x) is int) for v in state.gates.values()),  # pyright: ignore[reportUnnecessaryIsInstance]
         "lists": all(
@@ -189,20 +239,6 @@ def _check_types(state: MonitorState) -> None:
         raise PayloadError(
             f"monitor state has malformed {', '.join(bad)}", code="payload.monitor_state"
         )
-
-
-_LEVELS = ("hint", "correct", "replan", "stop")
-
-
-def _is_entry(entry: Any) -> bool:
-    return (
-        isinstance(entry, list)
-        and len(entry) == 9  # pyright: ignore[reportUnknownArgumentType]
-        and type(entry[0]) is int
-        and isinstance(entry[1], str)
-        and type(entry[6]) is int
-        and isinstance(entry[7], list)
-    )
 
 
 def _is_pair(value: Any, first: Any) -> bool:

@@ -18,6 +18,12 @@ Every reader emits ``tool.call`` / ``tool.result`` pairs with matching ``tool_us
 ``prompt`` for user messages, ``thought`` for agent text, ``model.response`` for token usage,
 ``plan`` never (planning tools are calls) and ``session.end`` with ``{"claim": true}`` when the
 run ended with the agent claiming completion (a final message, ``submit``).
+
+A client tool's kind comes from ``keel.calls.tool_kind``, the table the live hooks use; the
+readers of SWE-agent and mini-swe-agent, whose agents have no client tools, give the kind of
+each action they parse. Absolute paths under a run's recorded working directory (Claude's
+``cwd``, Codex's ``session_meta``) are made relative to it, so that ``[scope]`` judges them as
+workspace paths wherever the run was recorded.
 """
 
 from __future__ import annotations
@@ -30,27 +36,20 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from keel.calls import ToolKind, tool_kind
 from keel.errors import KeelError, PayloadError, UserError
 from keel.events import DataPayload, Event, EventKind, ToolCallPayload, ToolResultPayload
-from keel.monitor._text import patch_changes, unwrap
+from keel.monitor._text import relative_to
+from keel.patchtext import patch_paths
 
 ScanFormat = Literal["keel", "claude", "codex", "mini-swe-agent", "swe-agent"]
 SCAN_FORMATS: tuple[ScanFormat, ...] = get_args(ScanFormat)
 
-_EXEC = frozenset(
-    {"Bash", "run_shell_command", "exec_command", "shell", "local_shell", "shell_command", "bash"}
+_SWE_READS = frozenset(
+    {"open", "goto", "scroll_up", "scroll_down", "search_file", "search_dir", "find_file"}
 )
-_POLL = frozenset({"BashOutput", "TaskOutput", "write_stdin"})
-_WRITE = frozenset({"Write", "write_file", "create"})
-_EDIT = frozenset({"Edit", "MultiEdit", "NotebookEdit", "replace", "apply_patch", "edit"})
-_READ = frozenset(
-    {
-        "Read", "read_file", "view_image", "Glob", "Grep", "LS", "glob", "grep_search",
-        "list_directory", "read_many_files", "search_file_content", "open", "goto", "scroll_up",
-        "scroll_down", "search_file", "search_dir", "find_file",
-    }
-)  # fmt: skip
-_NETWORK = frozenset({"WebFetch", "web_fetch", "WebSearch", "google_web_search"})
+"""SWE-agent's file-viewing commands."""
+_SHELLS = frozenset({"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/usr/bin/bash"})
 _PATH_KEYS = ("file_path", "absolute_path", "notebook_path", "path", "dir_path")
 _EXIT = re.compile(r"(?:exit code|exited with code)[: ]\s*(-?\d+)", re.IGNORECASE)
 _FAILED = re.compile(
@@ -193,6 +192,8 @@ class _Run:
         self.ts = 0.0
         self.events: list[Event] = []
         self.claimed = False
+        self.cwd: str | None = None
+        """The run's recorded working directory, if the format has one."""
 
     def at(self, stamp: Any) -> None:
         when = _epoch(stamp)
@@ -202,9 +203,11 @@ class _Run:
     def add(self, kind: EventKind, payload: Any) -> None:
         self.events.append(Event(kind, self.session_id, payload, agent=self.agent, ts=self.ts))
 
-    def call(self, tool: str, args: dict[str, Any], tool_use_id: str) -> None:
+    def call(
+        self, tool: str, args: dict[str, Any], tool_use_id: str, kind: ToolKind | None = None
+    ) -> None:
         self.claimed = False
-        self.add("tool.call", classify(tool, args, tool_use_id))
+        self.add("tool.call", classify(tool, args, tool_use_id, kind, cwd=self.cwd))
 
     def result(
         self, tool: str, tool_use_id: str, output: str, ok: bool, exit_code: int | None
@@ -226,9 +229,22 @@ class _Run:
         return self.events
 
 
-def classify(tool: str, args: dict[str, Any], tool_use_id: str | None = None) -> ToolCallPayload:
-    """The canonical call payload for a client tool name and its arguments."""
-    command = _command(args) if tool in _EXEC or tool in _POLL else None
+def classify(
+    tool: str,
+    args: dict[str, Any],
+    tool_use_id: str | None = None,
+    kind: ToolKind | None = None,
+    *,
+    cwd: str | None = None,
+) -> ToolCallPayload:
+    """The canonical call payload for a tool name and its arguments.
+
+    ``kind`` defaults to the client tool's kind (``keel.calls.tool_kind``); a tool keel does
+    not know that carries patch text is an edit. Absolute paths under the run's recorded
+    ``cwd`` are made relative to it.
+    """
+    kind = kind or tool_kind(tool)
+    command = _command(args) if kind == "exec" else None
     patch = next(
         (
             v
@@ -239,30 +255,27 @@ def classify(tool: str, args: dict[str, Any], tool_use_id: str | None = None) ->
     )
     paths = [str(args[k]) for k in _PATH_KEYS if isinstance(args.get(k), str) and args[k]][:1]
     if patch:
-        paths += [p for p in patch_changes(patch) if p not in paths]
+        paths += [p for p in patch_paths(patch) if p not in paths]
+    if cwd:
+        paths = [relative_to(p, cwd) for p in paths]
     url = args.get("url") if isinstance(args.get("url"), str) else None
-    if tool in _EXEC or tool in _POLL:
-        kind = "exec"
-    elif tool in _WRITE:
-        kind = "write"
-    elif tool in _EDIT or patch:
+    if kind == "other" and patch:
         kind = "edit"
-    elif tool in _READ:
-        kind = "read"
-    elif tool in _NETWORK:
-        kind = "network"
-    elif tool.startswith("mcp__"):
-        kind = "mcp"
-    else:
-        kind = "other"
     return ToolCallPayload(tool, kind, command, paths, url, args, tool_use_id)
 
 
 def _command(args: dict[str, Any]) -> str | None:
     value = args.get("command", args.get("cmd"))
     if isinstance(value, list) and all(isinstance(v, str) for v in value):  # pyright: ignore[reportUnknownVariableType]
-        return unwrap(shlex.join(value))  # pyright: ignore[reportUnknownArgumentType]
+        return _argv_line(value)  # pyright: ignore[reportUnknownArgumentType]
     return value if isinstance(value, str) else None
+
+
+def _argv_line(argv: list[str]) -> str:
+    """Codex's argv form as a command line: ``["bash", "-lc", "pytest -q"]`` → ``pytest -q``."""
+    if len(argv) == 3 and argv[0] in _SHELLS and argv[1] in ("-c", "-lc", "-ic"):
+        return argv[2]
+    return shlex.join(argv)
 
 
 def _epoch(stamp: Any) -> float | None:
@@ -340,6 +353,7 @@ def _claude(lines: Iterator[tuple[int, dict[str, Any]]]) -> list[Event]:
     for _, obj in lines:
         run.session_id = str(obj.get("sessionId") or run.session_id)
         run.at(obj.get("timestamp"))
+        run.cwd = obj.get("cwd") if isinstance(obj.get("cwd"), str) else run.cwd
         message = obj.get("message")
         if not isinstance(message, dict):
             continue
@@ -412,6 +426,8 @@ def _codex(lines: Iterator[tuple[int, dict[str, Any]]]) -> list[Event]:
         payload: Any = obj.get("payload") if "payload" in obj else obj
         if not isinstance(payload, dict):
             continue
+        if kind in ("session_meta", "turn_context") and isinstance(payload.get("cwd"), str):  # pyright: ignore[reportUnknownMemberType]
+            run.cwd = str(payload["cwd"])  # pyright: ignore[reportUnknownArgumentType]
         if kind == "session_meta":
             run.session_id = str(payload.get("id") or run.session_id)  # pyright: ignore[reportUnknownMemberType]
         elif kind == "event_msg":
@@ -544,7 +560,7 @@ def _mini_command(run: _Run, command: str, tool_id: str) -> bool:
     if any(marker in command for marker in _SUBMIT):
         run.claimed = True
         return False
-    run.call("bash", {"command": command}, tool_id)
+    run.call("bash", {"command": command}, tool_id, "exec")
     return True
 
 
@@ -589,9 +605,9 @@ def _swe(data: Any) -> list[Event]:
             continue
         if words[0] == "open" and len(words) > 1:
             open_file = words[1].strip("\"'")
-        tool, args = _swe_call(action, words, open_file)
+        tool, args, kind = _swe_call(action, words, open_file)
         tool_id = f"swe-{index}"
-        run.call(tool, args, tool_id)
+        run.call(tool, args, tool_id, kind)
         observation = str(step.get("observation") or "")
         run.result(tool, tool_id, observation, not _looks_failed(observation), None)
     if info.get("exit_status") in ("submitted", "Submitted"):
@@ -599,18 +615,22 @@ def _swe(data: Any) -> list[Event]:
     return run.finish()
 
 
-def _swe_call(action: str, words: list[str], open_file: str | None) -> tuple[str, dict[str, Any]]:
+def _swe_call(
+    action: str, words: list[str], open_file: str | None
+) -> tuple[str, dict[str, Any], ToolKind]:
+    """The tool, arguments and kind of one SWE-agent action."""
     name = words[0]
     if name == "str_replace_editor" and len(words) > 2:
-        return _swe_editor(action)
+        tool, args = _swe_editor(action)
+        return tool, args, tool_kind(tool)
     if name in ("edit", "insert") and open_file:
-        return "edit", {"path": open_file, "action": action}
+        return "edit", {"path": open_file, "action": action}, "edit"
     if name == "create" and len(words) > 1:
-        return "create", {"path": words[1]}
-    if name in _READ:
+        return "create", {"path": words[1]}, "write"
+    if name in _SWE_READS:
         target = words[1] if len(words) > 1 and name in ("open", "find_file") else open_file
-        return name, {"path": target, "action": action} if target else {"action": action}
-    return "bash", {"command": action}
+        return name, {"path": target, "action": action} if target else {"action": action}, "read"
+    return "bash", {"command": action}, "exec"
 
 
 def _swe_editor(action: str) -> tuple[str, dict[str, Any]]:

@@ -4,6 +4,10 @@
 to a fresh ``Monitor`` through ``observe`` and reports every diagnostic with its step (the
 1-based index of the tool call), detector, level and evidence. The levels are what keel would
 have done live: the ladder escalates a problem that comes back after guidance.
+
+Commands and scope are judged by the policy of the workspace (``workspace``, else the current
+directory's), as the live hook judges them: ``command_facts`` reads every command line, and
+``in_scope`` takes paths relative to the workspace and absolute paths inside it alike.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from keel.monitor._state import Diagnostic
 from keel.monitor.formats import ScanFormat, read_run
 
 if TYPE_CHECKING:
-    from keel.config import KeelConfig
+    from keel.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,19 +75,27 @@ def scan_file(
     path: Path,
     *,
     format: ScanFormat | Literal["auto"] = "auto",
-    config: KeelConfig | None = None,
+    config: Settings | None = None,
     session: str | None = None,
+    workspace: Path | None = None,
 ) -> ScanReport:
     """Run the detectors over the recorded run in ``path``.
+
+    ``config`` defaults to keel's defaults, ``workspace`` to the current directory's
+    (``keel.root.find_root``).
 
     Raises:
         UserError: the file cannot be read, or ``session`` is not in it.
         PayloadError: the file is not in the given (or any known) format.
     """
+    from keel.policy import Policy
+    from keel.root import find_root
+
     if config is None:
         from keel.config import KeelConfig
 
         config = KeelConfig()
+    policy = Policy.from_config(config, workspace or find_root())
     fmt, events = read_run(path, format)
     sessions: dict[str, list[Any]] = {}
     for event in events:
@@ -95,7 +107,9 @@ def scan_file(
         raise UserError(f"{path}: no session {session!r}", code="monitor.session_unknown")
     runs: list[RunScan] = []
     for session_id, session_events in sessions.items():
-        monitor = Monitor(config, session_id=session_id)
+        monitor = Monitor(
+            config, in_scope=policy.in_scope, facts=policy.command_facts, session_id=session_id
+        )
         found: list[Diagnostic] = []
         stopped_at: int | None = None
         for event in session_events:

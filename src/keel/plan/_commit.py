@@ -1,11 +1,11 @@
 """Final actions without a model: output, prompt, write, append, patch, command.
 
 ``output.result`` and ``ui.prompt_user`` only report. Writes and commands are refused when the
-commitment lint flagged the step, when no policy is available, while the emergency stop is
-set, or when the policy does not allow them; every policy answer is journaled as a
-``decision``. Files are written inside the workspace without following symlinks; commands run
-in the sandbox in ``exec`` mode, on a scratch copy or overlay whose changes never reach the
-workspace.
+commitment lint flagged the step, when no policy is available, or when ``Guard.decide`` (the
+one decision path: the emergency stop, then the policy) does not allow them; every answer is
+journaled as a ``decision``. Files are written inside the workspace without following
+symlinks; commands run in the sandbox in ``exec`` mode, on a scratch copy or overlay whose
+changes never reach the workspace.
 """
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from keel.calls import ToolCall
 from keel.config import KeelConfig
 from keel.decision import Decision
+from keel.patchtext import patch_paths
 from keel.plan._actions import ActionSpec
 from keel.plan._report import ActionRecord
 from keel.plan._template import as_text
-from keel.plan._validate import Issue, patch_paths
+from keel.plan._validate import Issue
 from keel.probes import Failure, ProbeContext
 from keel.probes._fs import contain
 
@@ -34,7 +36,10 @@ class Committer:
     """Carries out one final action and says what happened."""
 
     workspace: Path
+    decide: Callable[[ToolCall], Decision] | None
+    """``Guard.decide`` of the plan's session; None refuses every action with an effect."""
     policy: Any
+    """The policy ``apply_patch`` checks each path with (the guard's)."""
     exec_sandbox: Any
     config: KeelConfig
     on_decision: Callable[[Decision, str], None]
@@ -48,12 +53,8 @@ class Committer:
             if findings:
                 reason = "commitment lint: " + "; ".join(f.message for f in findings)
                 return ActionRecord(step_id, name, "refused", args, reason=reason)
-            if self.policy is None:
+            if self.decide is None:
                 return ActionRecord(step_id, name, "refused", args, reason="no policy is available")
-            stopped = _stop_reason(self.workspace)
-            if stopped is not None:
-                reason = f"the emergency stop is set: {stopped}"
-                return ActionRecord(step_id, name, "refused", args, reason=reason)
         match name:
             case "output.result" | "ui.prompt_user":
                 return ActionRecord(
@@ -69,8 +70,9 @@ class Committer:
                 return ActionRecord(step_id, name, "refused", args, reason="not supported")
 
     def _ask_policy(
-        self, step_id: str, name: str, args: dict[str, Any], decision: Decision, subject: str
+        self, step_id: str, name: str, args: dict[str, Any], call: ToolCall, subject: str
     ) -> ActionRecord | None:
+        decision = _decided(self.decide, call)
         self.on_decision(decision, subject)
         if decision.allowed:
             return None
@@ -81,7 +83,8 @@ class Committer:
 
     def _write(self, step_id: str, name: str, args: dict[str, Any]) -> ActionRecord:
         path, content = str(args["path"]), str(args["content"])
-        refused = self._ask_policy(step_id, name, args, _check_path(self.policy, path), path)
+        call = ToolCall(name, "write", paths=(path,))
+        refused = self._ask_policy(step_id, name, args, call, path)
         if refused is not None:
             return refused
         try:
@@ -95,9 +98,8 @@ class Committer:
     def _patch(self, step_id: str, args: dict[str, Any]) -> ActionRecord:
         text = str(args["patch"])
         for target in patch_paths(text):
-            refused = self._ask_policy(
-                step_id, "patch.apply", args, _check_path(self.policy, target), target
-            )
+            call = ToolCall("patch.apply", "edit", paths=(target,))
+            refused = self._ask_policy(step_id, "patch.apply", args, call, target)
             if refused is not None:
                 return refused
         from keel.errors import KeelError
@@ -113,9 +115,8 @@ class Committer:
 
     def _command(self, step_id: str, args: dict[str, Any]) -> ActionRecord:
         line = str(args["command"])
-        refused = self._ask_policy(
-            step_id, "command.run", args, _check_command(self.policy, line), line
-        )
+        call = ToolCall("command.run", "exec", command=line)
+        refused = self._ask_policy(step_id, "command.run", args, call, line)
         if refused is not None:
             return refused
         if self.exec_sandbox is None:
@@ -148,26 +149,12 @@ class Committer:
         return ActionRecord(step_id, "command.run", status, args, output=output, reason=reason)
 
 
-def _stop_reason(root: Path) -> str | None:
-    from keel.stop import stop_reason
-
+def _decided(decide: Callable[[ToolCall], Decision] | None, call: ToolCall) -> Decision:
+    if decide is None:
+        return Decision.deny("internal_error", "no policy is available")
     try:
-        return stop_reason(root)
-    except Exception:  # an unreadable flag counts as set: fail closed
-        return "the stop flag cannot be read"
-
-
-def _check_path(policy: Any, path: str) -> Decision:
-    try:
-        return policy.check_path(path, "write")
-    except Exception as exc:
-        return Decision.deny("internal_error", f"the policy failed: {type(exc).__name__}")
-
-
-def _check_command(policy: Any, line: str) -> Decision:
-    try:
-        return policy.check_command(line)
-    except Exception as exc:
+        return decide(call)
+    except Exception as exc:  # Guard.decide never raises; a stand-in might: fail closed
         return Decision.deny("internal_error", f"the policy failed: {type(exc).__name__}")
 
 

@@ -8,7 +8,7 @@ define it) is unknown, never a value: it makes a condition take the false branch
 final action from running. Questions are answered from ``answers``, by ``prompt``, or left
 pending: then no final action runs and the state is ``needs_input``.
 
-Write and run actions go through the policy (``check_path``/``check_command``) and are refused
+Write and run actions go through ``Guard.decide`` (the stop, then the policy) and are refused
 when the commitment lint flagged them. Every plan, probe, branch, question and final action is
 journaled; events are appended from the walker's thread only.
 """
@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from keel.config import KeelConfig
 from keel.decision import Decision
@@ -52,6 +52,9 @@ from keel.plan._runners import BatchRunner, ProbeRunner
 from keel.plan._template import UNDEFINED, Ref, lookup, refs_in, render, whole_ref
 from keel.plan._validate import ValidationResult
 from keel.probes import BindError, ProbeIssue, ProbeResult, bind, check_types, execute, resolve
+
+if TYPE_CHECKING:
+    from keel.guard import Guard
 
 Prompt = Callable[[str, list[Any] | None], Any]
 
@@ -401,11 +404,22 @@ class PlanEngine:
             return
         findings = self.validation.commitment_findings(step.id)
         committer = Committer(
-            self.workspace, self.policy, self.exec_sandbox, self.config, self._decision
+            self.workspace,
+            self._guard().decide if self.policy is not None else None,
+            self.policy,
+            self.exec_sandbox,
+            self.config,
+            self._decision,
         )
         record = committer.commit(step.id, spec, bound, findings)
         self._record(record, facts)
         self._emit("plan", {"event": "final_action", **record.to_dict()})
+
+    def _guard(self) -> Guard:
+        """The plan session's guard: the stop, then the policy (the engine journals)."""
+        from keel.guard import Guard
+
+        return Guard(self.workspace, self.config, self.policy, self.session_id, "plan")  # pyright: ignore[reportArgumentType]
 
     # -- bookkeeping -----------------------------------------------------------------------
 

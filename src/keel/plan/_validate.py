@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from keel.patchtext import patch_paths
 from keel.plan._actions import ACTIONS, ActionSpec, resolve_action
 from keel.plan._conditions import condition_refs, guards
 from keel.plan._model import (
@@ -623,23 +624,6 @@ def _write_targets(spec: ActionSpec, bound: dict[str, Any]) -> list[str] | None:
     if not isinstance(target, str) or any(True for _ in refs_in(target)):
         return None
     return [target]
-
-
-_PATCH_PATH = re.compile(r"^(?:\+\+\+ |--- |\*\*\* (?:Add|Update|Delete) File: )(.+)$", re.M)
-
-
-def patch_paths(text: str) -> list[str]:
-    """The files a unified diff or an apply_patch envelope touches."""
-    found: list[str] = []
-    for match in _PATCH_PATH.finditer(text):
-        name = match.group(1).split("\t")[0].strip()
-        if name == "/dev/null":
-            continue
-        if name.startswith(("a/", "b/")):
-            name = name[2:]
-        if name not in found:
-            found.append(name)
-    return found
 
 
 def _program(command: Any) -> str | None:

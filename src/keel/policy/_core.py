@@ -437,8 +437,12 @@ class Engine:
             return ("deny", "network.bad_url", f"{url!r} names no host", "use an http(s) URL")
         return self.check_host(host, url)
 
-    def check_host(self, host: str | None, what: str) -> Verdict:
-        """Judge connecting to ``host`` (``None``: only known at run time)."""
+    def check_host(self, host: str | None, what: str, port: int | None = None) -> Verdict:
+        """Judge connecting to ``host`` (``None``: only known at run time).
+
+        An allowlist entry ``host:port`` allows that port only; it never matches when ``port``
+        is not known. An entry without a port allows every port.
+        """
         if host is None:
             return self.level(
                 "unparseable",
@@ -454,7 +458,8 @@ class Engine:
                 None,
             )
         forms = {f.lower().rstrip(".") for f in variants(host)}
-        if all(any(fnmatchcase(f, pat.lower()) for pat in self.network) for f in forms):
+        patterns = [p for p in map(_host_pattern, self.network) if p[1] in (None, port)]
+        if all(any(fnmatchcase(f, pat) for pat, _ in patterns) for f in forms):
             return ("allow", "network.allowed", f"{host} is on the network allowlist", None)
         hint = (
             "add the host to [policy] network_allow in keel.toml"
@@ -861,3 +866,12 @@ def _sed_prints(args: list[str | None]) -> bool:
         and bool(_SED_PRINT.match(scripts[0]))
         and all(a is not None and (a == "-n" or not a.startswith("-")) for a in args)
     )
+
+
+def _host_pattern(entry: str) -> tuple[str, int | None]:
+    """``host:port`` as ``(host glob, port)``; a plain host (or a bare IPv6 address) has no port."""
+    entry = entry.lower()
+    head, sep, tail = entry.rpartition(":")
+    if not sep or not tail.isdigit() or (":" in head and not head.endswith("]")):
+        return entry, None
+    return head.removeprefix("[").removesuffix("]"), int(tail)

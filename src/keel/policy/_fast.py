@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 import sys
 
-from keel.policy._presets import PRESETS
-
 TYPE_CHECKING = False  # typing costs 3 ms to import on the hook path
 if TYPE_CHECKING:
     from typing import Any, TextIO
 
-    from keel.policy._core import Verdict
+    from keel.calls import ToolCall
+    from keel.decision import Decision
+    from keel.guard import Guard
 
 KINDS = ("command", "read", "write", "url")
 
@@ -132,46 +132,15 @@ def _usage_error(
     return 2
 
 
-def find_root(override: str | None) -> str:
-    """The same answer as :func:`keel.root.find_root`, without pathlib."""
-    if override:
-        return os.path.realpath(os.path.expanduser(override))
-    here = os.path.realpath(os.getcwd())
-    chain = [here]
-    while os.path.dirname(chain[-1]) != chain[-1]:
-        chain.append(os.path.dirname(chain[-1]))
-    for marker, test in (("keel.toml", os.path.isfile), (".git", os.path.exists)):
-        for candidate in chain:
-            if test(os.path.join(candidate, marker)):
-                return candidate
-    return here
-
-
-def load_engine(preset: str | None, config: str | None, workspace: str | None) -> Any:
-    """The compiled engine for a workspace (raises KeelError subclasses on bad input)."""
-    from keel.policy._core import Engine
-    from keel.policy._snapshot import load_snapshot
-
-    if preset is not None and preset not in PRESETS:
-        from keel.errors import UsageError
-
-        raise UsageError(
-            f"unknown preset {preset!r} (choose from {', '.join(PRESETS)})", code="usage.preset"
-        )
-    root = find_root(workspace)
-    if workspace and not os.path.isdir(root):  # never judge against a mistyped workspace
-        from keel.errors import UsageError
-
-        what = "does not exist" if not os.path.exists(root) else "is not a directory"
-        raise UsageError(f"workspace {workspace!r} {what}", code="usage.workspace")
-    return Engine(load_snapshot(root, config_file=config), root, preset)
-
-
 def run_check(request: CheckRequest, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Judge the request, print the decision, return the exit code (0, or 2 for bad usage)."""
+    """Judge the request through ``Guard.decide``, print it, return the exit code (0 or 2).
+
+    The guard has no journal, monitor or checkpoints here: it is the stop check and the
+    policy, the same first two steps every hook call takes.
+    """
     stdout: TextIO = out if out is not None else sys.stdout
     try:
-        engine = load_engine(request.preset, request.config, request.workspace)
+        guard = _guard(request)
     except Exception as exc:
         code = getattr(exc, "code", None)
         if code is None or not str(code).startswith(("usage.", "config.")):
@@ -179,55 +148,51 @@ def run_check(request: CheckRequest, out: TextIO | None = None, err: TextIO | No
         context = getattr(exc, "context", {})
         message = getattr(exc, "message", str(exc))
         return _usage_error(message, request.as_json, str(code), err, **context)
-    stopped = _stop_reason(find_root(request.workspace))
-    if stopped is not None:
-        verdict: Verdict = (
-            "deny",
-            "stop.active",
-            f"emergency stop is set: {stopped}",
-            "wait for the user to run `keel resume`",
-        )
-    else:
-        verdict = judge(engine, request.kind, request.value)
-    stdout.write(render(verdict, request.as_json))
+    stdout.write(render(guard.decide(_call(request.kind, request.value)), request.as_json))
     return 0
 
 
-def _stop_reason(root: str) -> str | None:
-    """The emergency-stop reason, if set; only an ``lstat`` when it is not."""
-    if not os.path.lexists(os.path.join(root, ".keel", "STOP")):
-        return None
-    from pathlib import Path
+def _guard(request: CheckRequest) -> Guard:
+    """A journal-free guard over the request's workspace (raises KeelError on bad input)."""
+    from keel._configview import config_source, config_view
+    from keel.guard import Guard
+    from keel.hookpath import check_preset, find_root
+    from keel.policy._policy import Policy
 
-    from keel.stop import stop_reason
+    check_preset(request.preset)
+    root = find_root(override=request.workspace)
+    if request.workspace and not os.path.isdir(root):  # never judge against a mistyped one
+        from keel.errors import UsageError
 
-    return stop_reason(Path(root)) or "emergency stop"
-
-
-def judge(engine: Any, kind: str, value: str) -> Verdict:
-    """One verdict; an exception inside the check is ``deny internal_error``."""
-    from keel.policy._core import with_suggestion
-
-    try:
-        match kind:
-            case "command":
-                return with_suggestion(engine.check_line(value))
-            case "read" | "write":
-                return with_suggestion(engine.check_path(value, kind))
-            case _:
-                return with_suggestion(engine.check_url(value))
-    except Exception as exc:  # fail closed
-        return (
-            "deny",
-            "internal_error",
-            f"the policy check failed: {type(exc).__name__}: {exc}",
-            "report this as a keel bug; the action was blocked to be safe",
-        )
+        what = "does not exist" if not os.path.exists(root) else "is not a directory"
+        raise UsageError(f"workspace {request.workspace!r} {what}", code="usage.workspace")
+    config = config_view(root, request.preset, config_file=request.config)
+    policy = Policy.from_config(config, root, source=config_source(root, request.config))
+    return Guard(root, config, policy, "policy-check", "keel")
 
 
-def render(verdict: Verdict, as_json: bool) -> str:
-    """The JSON object (one line) or readable text of a verdict."""
-    decision, rule, reason, suggestion = verdict
+def _call(kind: str, value: str) -> ToolCall:
+    from keel.calls import ToolCall
+
+    match kind:
+        case "command":
+            return ToolCall("Bash", "exec", command=value)
+        case "read":
+            return ToolCall("Read", "read", paths=(value,))
+        case "write":
+            return ToolCall("Write", "write", paths=(value,))
+        case _:
+            return ToolCall("WebFetch", "network", url=value)
+
+
+def render(decided: Decision, as_json: bool) -> str:
+    """The JSON object (one line) or readable text of a decision."""
+    decision, rule, reason, suggestion = (
+        decided.decision,
+        decided.rule,
+        decided.reason,
+        decided.suggestion,
+    )
     if as_json:
         return (
             _json_object(

@@ -2,65 +2,65 @@
 
 from __future__ import annotations
 
-import re
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, assert_never
 
 from keel.calls import ToolCall
 from keel.decision import Decision
-from keel.errors import UsageError
+from keel.patchtext import patch_paths
 from keel.policy._core import Engine, with_suggestion, worst
-from keel.policy._presets import PRESETS
-from keel.policy._snapshot import default_snapshot, load_snapshot, snapshot_from_config
+from keel.policy._facts import CONSERVATIVE, CommandFacts, read_facts
+from keel.policy._snapshot import default_snapshot, snapshot_from_config
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from keel.config import KeelConfig
     from keel.policy._core import Verdict
+    from keel.settings import Settings
 
 PathOp = Literal["read", "write", "edit"]
-_PATCH_PATH = re.compile(
-    r"^(?:\+\+\+ |--- |\*\*\* (?:Add|Update|Delete) File: |\*\*\* Move to: |rename (?:from|to) |"
-    r"copy (?:from|to) )(.+?)\s*$",
-    re.MULTILINE,
-)
-_DIFF_GIT = re.compile(r"^diff --git (\S+) (\S+)\s*$", re.MULTILINE)
+_FACTS_CAP = 128
+"""Command lines whose facts a policy remembers (the guard and the monitor ask in turn)."""
 
 
 class Policy:
     """Decides commands, paths, URLs and tool calls for one workspace.
 
     Build it with :meth:`from_config` (a validated config) or :meth:`for_root` (the
-    workspace's keel.toml through the snapshot cache). Every check returns a
+    workspace's keel.toml through the config cache). Every check returns a
     :class:`~keel.decision.Decision`; an exception inside a check becomes
     ``deny`` with rule ``internal_error``, never a traceback or an allow.
     """
 
-    __slots__ = ("_engine",)
+    __slots__ = ("_engine", "_facts")
 
     def __init__(self, engine: Engine) -> None:
         """Wrap a compiled engine (use the class methods instead)."""
         self._engine = engine
+        self._facts: dict[tuple[str, str | None], CommandFacts] = {}
 
     @classmethod
-    def from_config(cls, config: KeelConfig, root: Path) -> Policy:
-        """The policy of ``config`` for the workspace at ``root``."""
-        return cls(Engine(snapshot_from_config(config), str(root)))
+    def from_config(
+        cls, config: Settings, root: str | os.PathLike[str], *, source: str | None = None
+    ) -> Policy:
+        """The policy of ``config`` (read from ``source``) for the workspace at ``root``."""
+        return cls(Engine(snapshot_from_config(config, source), os.fspath(root)))
 
     @classmethod
     def for_root(
         cls, root: Path, *, preset: str | None = None, config_file: Path | None = None
     ) -> Policy:
-        """The policy of ``root``'s keel.toml (or ``config_file``), cached as a snapshot.
+        """The policy of ``root``'s keel.toml (or ``config_file``), through the config cache.
 
         Raises:
             ConfigError: the config file is unreadable or invalid.
             UsageError: ``preset`` is not a known preset.
         """
-        _check_preset(preset)
-        snapshot = load_snapshot(str(root), config_file=str(config_file) if config_file else None)
-        return cls(Engine(snapshot, str(root), preset))
+        from keel._configview import config_source, config_view
+
+        config = config_view(root, preset, config_file=config_file)
+        return cls.from_config(config, root, source=config_source(root, config_file))
 
     @classmethod
     def for_preset(cls, preset: str, root: Path) -> Policy:
@@ -90,6 +90,10 @@ class Policy:
         """Judge fetching ``url`` against the network allowlist."""
         return _guard(lambda: self._engine.check_url(url))
 
+    def check_host(self, host: str, port: int | None = None) -> Decision:
+        """Judge connecting to ``host`` (on ``port``, when known) against the network allowlist."""
+        return _guard(lambda: self._engine.check_host(host, f"{host}:{port}", port))
+
     def check_call(self, call: ToolCall) -> Decision:
         """Judge a tool call by its kind; patches are judged by every path they touch."""
         return _guard(lambda: self._call(call))
@@ -112,9 +116,11 @@ class Policy:
                     "",
                     None,
                 )
-            case "network":
-                return engine.check_url(call.url or "")
-            case "mcp" | "other":
+            case "network" if call.url:
+                return engine.check_url(call.url)
+            case "network" | "mcp" | "other":
+                # a web search has no URL, so no host to allowlist: judged by name, like a
+                # tool keel does not know
                 verdict = engine.tier([call.tool])
                 if verdict[1].startswith("default."):
                     return (
@@ -136,10 +142,27 @@ class Policy:
         the parser does not fully understand, and any error, gives ``False``. The guard skips
         the checkpoint of a read-only command.
         """
+        return self.command_facts(line, cwd).read_only
+
+    def command_facts(self, line: str, cwd: str | None = None) -> CommandFacts:
+        """What ``line`` (run in ``cwd``, default the root) does, from one parse of it.
+
+        Whether it is read-only (exactly :meth:`is_read_only`), the files it writes, whether
+        it runs a test suite or may change files, the argv of each simple command, and
+        ``runs(gate)``. Remembered for the last ``_FACTS_CAP`` lines; any error gives the
+        conservative answer (not read-only, may change files, runs nothing).
+        """
         try:
-            return self._engine.is_read_only(line, cwd)
-        except Exception:
-            return False
+            key = (line, cwd)
+            facts = self._facts.pop(key, None)
+            if facts is None:
+                facts = read_facts(self._engine, line, cwd)
+            self._facts[key] = facts
+            if len(self._facts) > _FACTS_CAP:
+                del self._facts[next(iter(self._facts))]
+            return facts
+        except Exception:  # an unhashable "line" from a malformed payload
+            return CONSERVATIVE
 
     def written_paths(self, line: str) -> list[Path]:
         """Files a command line writes: redirects, tee, sed -i, cp, mv, rm, touch, chmod, ln..."""
@@ -161,10 +184,9 @@ class Policy:
 
 
 def _check_preset(preset: str | None) -> None:
-    if preset is not None and preset not in PRESETS:
-        raise UsageError(
-            f"unknown preset {preset!r} (choose from {', '.join(PRESETS)})", code="usage.preset"
-        )
+    from keel.hookpath import check_preset
+
+    check_preset(preset)
 
 
 def _guard(check: Callable[[], Verdict]) -> Decision:
@@ -183,21 +205,3 @@ def _guard(check: Callable[[], Verdict]) -> Decision:
             return Decision.ask(rule, reason, suggestion)
         case _:
             return Decision.deny(rule, reason, suggestion)
-
-
-def patch_paths(text: str) -> list[str]:
-    """Every file a unified diff or ``*** Begin Patch`` text touches."""
-    out: list[str] = []
-    for m in _DIFF_GIT.finditer(text):
-        out.extend(m.groups())
-    out.extend(m.group(1) for m in _PATCH_PATH.finditer(text))
-    cleaned: list[str] = []
-    for p in out:
-        p = p.split("\t", 1)[0]
-        if p == "/dev/null":
-            continue
-        if p[:2] in ("a/", "b/"):
-            p = p[2:]
-        if p not in cleaned:
-            cleaned.append(p)
-    return cleaned

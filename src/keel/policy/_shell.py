@@ -61,8 +61,8 @@ class Cmd:
     """One simple command as it would run: argv (``None`` for a word only known at run time)."""
 
     __slots__ = (
-        "argv", "assigns", "cwd", "dynamic_tail", "heredoc", "is_wrapper", "piped_from",
-        "redirects", "stdin_dynamic", "sub_names", "wrappers",
+        "argv", "assigns", "cwd", "dynamic_tail", "fails_line", "heredoc", "is_wrapper",
+        "piped_from", "redirects", "stdin_dynamic", "sub_names", "wrappers",
     )  # fmt: skip
 
     def __init__(self, argv: list[str | None], cwd: str | None) -> None:
@@ -77,6 +77,9 @@ class Cmd:
         self.wrappers: tuple[str, ...] = ()
         self.dynamic_tail = False
         self.is_wrapper = False
+        self.fails_line = False
+        """Its failure is the line's failure: a non-zero exit makes the whole line exit
+        non-zero (not masked by ``||``, a later pipeline stage or a later statement)."""
 
     @property
     def name(self) -> str | None:
@@ -90,6 +93,7 @@ class Cmd:
         inner.heredoc, inner.stdin_dynamic = self.heredoc, self.stdin_dynamic
         inner.wrappers, inner.dynamic_tail = (*self.wrappers, wrapper), self.dynamic_tail
         inner.redirects = self.redirects
+        inner.fails_line = self.fails_line
         return inner
 
 
@@ -118,7 +122,9 @@ def parse(line: str, *, cwd: str | None, home: str, depth: int = 0) -> Parsed:
     out = Parsed()
     words = fast_split(line)
     if words is not None:
-        _expand(Cmd(list(words), cwd), out, home, depth)
+        cmd = Cmd(list(words), cwd)
+        cmd.fails_line = True  # the line is this one command
+        _expand(cmd, out, home, depth)
         return out
     if not line.strip():
         return out
@@ -144,6 +150,60 @@ def _parser() -> Parser:
 
 def _text(node: Node) -> str:
     return (node.text or b"").decode("utf-8", "surrogateescape")
+
+
+_NOT_STATEMENTS = frozenset({"comment", "heredoc_body"})
+_REDIRECTS = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
+_STATEMENTS = frozenset(
+    {"command", "pipeline", "list", "redirected_statement", "subshell", "compound_statement"}
+)
+
+
+def _fails_line(node: Node) -> bool:
+    """True if the command at ``node`` failing makes the whole line fail.
+
+    It must be the last statement of its sequence (not in the background), on either side of
+    ``&&`` or right of ``||``, the last stage of a pipeline without ``!``, or the body of a
+    redirected statement, all the way up. Inside anything else (``if``, loops, functions,
+    substitutions, ``!``) its status is not the line's.
+    """
+    child, parent = node, node.parent
+    while parent is not None:
+        if not _passes_status(parent, child):
+            return False
+        child, parent = parent, parent.parent
+    return True
+
+
+def _passes_status(parent: Node, child: Node) -> bool:
+    match parent.type:
+        case "program" | "subshell" | "compound_statement":
+            sibling = child.next_sibling
+            while sibling is not None:
+                if sibling.type == "&" or (
+                    sibling.is_named and sibling.type not in _NOT_STATEMENTS
+                ):
+                    return False
+                sibling = sibling.next_sibling
+            return True
+        case "list":
+            after = child.next_sibling
+            return child.prev_sibling is not None or (after is not None and after.type == "&&")
+        case "pipeline":
+            return child.next_named_sibling is None and not any(
+                c.type == "negated_command" for c in parent.named_children
+            )
+        case "redirected_statement":
+            return child.type not in _REDIRECTS and not any(
+                r.type == "heredoc_redirect" and _continues(r) for r in parent.named_children
+            )
+        case _:
+            return False
+
+
+def _continues(heredoc: Node) -> bool:
+    """``cat <<EOF | sh``: the line goes on after the here-doc's start, inside its node."""
+    return any(c.type in _STATEMENTS for c in heredoc.named_children)
 
 
 class _Walker:
@@ -245,6 +305,7 @@ class _Walker:
                         self.issue("unparseable", f"cannot parse near {_text(child)[:60]!r}")
                     cmd.argv.append(self.word(child))
         cmd.sub_names = tuple(self.sub_names)
+        cmd.fails_line = _fails_line(node)
         self.sub_names = saved
         self.add(cmd)
         self.follow_cd(cmd)
@@ -539,6 +600,7 @@ def _expand(cmd: Cmd, out: Parsed, home: str, depth: int) -> None:
                     ("dynamic_command", "watch runs a command only known at run time")
                 )
                 return
+            cmd.fails_line = False  # watch repeats the command; its status is not the line's
             _script(" ".join(w for w in words if w is not None), cmd, out, home, depth)
             return
         case "su":
@@ -579,6 +641,7 @@ def _script(text: str | None, cmd: Cmd, out: Parsed, home: str, depth: int) -> N
     for inner in sub.cmds:
         inner.wrappers = (*cmd.wrappers, cmd.name or "", *inner.wrappers)
         inner.piped_from = inner.piped_from or cmd.piped_from
+        inner.fails_line = inner.fails_line and cmd.fails_line
     out.cmds.extend(sub.cmds)
     out.issues.extend(sub.issues)
 
@@ -630,7 +693,9 @@ def _option_exec(cmd: Cmd, out: Parsed, home: str, depth: int) -> None:
             )
             return
         cmd.is_wrapper = True
-        _expand(cmd.derive(inner, base), out, home, depth)
+        derived = cmd.derive(inner, base)
+        derived.fails_line = False  # runs per file; the status is fd's or rg's own
+        _expand(derived, out, home, depth)
         return
 
 
@@ -646,6 +711,8 @@ def _find_exec(cmd: Cmd, out: Parsed, home: str, depth: int) -> None:
                 None if a is not None and "{}" in a else a for a in argv[i + 1 : j]
             ]
             if inner:
-                _expand(cmd.derive(inner, "find"), out, home, depth)
+                derived = cmd.derive(inner, "find")
+                derived.fails_line = False  # find's status ignores what -exec returned
+                _expand(derived, out, home, depth)
             i = j
         i += 1

@@ -12,14 +12,20 @@ process (``detect``) and never silently downgraded:
 
 Sandboxed outputs are untrusted: read files they leave with ``read_artifact``, which never
 follows a symlink. ``keel.sandbox.testing.FunctionSandbox`` is the test double.
+
+``keel exec`` (``run_contained``, ``exec_argv``, ``kill_contained``; see ``contain``) is the
+other form of the seam: a command run in place in the workspace as the invoking user, contained
+by mounts, seccomp and a proxy instead of a scratch copy.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing costs ~3 ms to import, and `keel exec` imports this package
 if TYPE_CHECKING:
+    from typing import Any
+
     from keel.sandbox._artifact import read_artifact
     from keel.sandbox._detect import detect, get_sandbox
     from keel.sandbox._types import (
@@ -33,25 +39,44 @@ if TYPE_CHECKING:
         SandboxReport,
         SandboxResult,
     )
+    from keel.sandbox.contain import (
+        ExecResult,
+        exec_argv,
+        exec_backend,
+        kill_contained,
+        run_contained,
+    )
 
 __all__ = [
     "BACKENDS",
     "WORKSPACE_MOUNT",
     "BackendName",
     "BackendStatus",
+    "ExecResult",
     "Mode",
     "PythonStatus",
     "Sandbox",
     "SandboxReport",
     "SandboxResult",
     "detect",
+    "exec_argv",
+    "exec_backend",
     "get_sandbox",
+    "kill_contained",
     "read_artifact",
+    "run_contained",
 ]
 
 # Loaded on first use, so ``python -m keel.sandbox._selftest`` (or any light submodule) does not
 # pay for pydantic inside the sandbox.
-_WHERE = {"read_artifact": "_artifact", "detect": "_detect", "get_sandbox": "_detect"}
+_WHERE = {
+    "read_artifact": "_artifact",
+    "detect": "_detect",
+    "get_sandbox": "_detect",
+    **dict.fromkeys(
+        ("ExecResult", "exec_argv", "exec_backend", "kill_contained", "run_contained"), "contain"
+    ),
+}
 
 
 def __getattr__(name: str) -> Any:

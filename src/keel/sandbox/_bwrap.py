@@ -24,7 +24,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from keel.config import SandboxConfig
 from keel.errors import SandboxError
 from keel.sandbox import _common
 from keel.sandbox._common import Identity
@@ -32,6 +31,10 @@ from keel.sandbox._process import Completed, Spawn, reap_orphans, run_process
 from keel.sandbox._python import PythonLayout, can_reach, python_layout
 from keel.sandbox._seccomp import blob_fd
 from keel.sandbox._types import WORKSPACE_MOUNT, Mode, SandboxResult, Stdin
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from keel.config import SandboxConfig
 
 MIN_VERSION = (0, 8, 0)
 """``--disable-userns`` and ``--json-status-fd`` need 0.8."""

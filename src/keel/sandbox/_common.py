@@ -16,9 +16,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from keel.config import SandboxConfig
 from keel.errors import SandboxError
 from keel.sandbox._python import can_reach
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from keel.config import SandboxConfig
 
 BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

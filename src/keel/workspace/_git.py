@@ -6,6 +6,11 @@ index, no system or global config, hooks switched off and a fixed identity. Noth
 has configured (their ``.git``, their ``~/.gitconfig``, a ``GIT_DIR`` leaking in from a hook
 environment) can change what keel does, and nothing keel does reaches the user's refs, index,
 stash or hooks.
+
+While keel holds the checkpoint store's flock (``lock_fd``, see ``_lock``) every git process
+inherits it, so the flock outlives a killed keel until its git processes are gone too. Without
+it, git runs with ``GIT_OPTIONAL_LOCKS=0``: a read never takes a lock another keel process
+could mistake for a stale one.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from keel._files import write_atomic
 from keel.errors import WorkspaceError
 
 IDENTITY = {
@@ -72,6 +78,9 @@ class ShadowGit:
         self.index = git_dir / "keel-index"
         self._git = git_executable()
         self._env = self._environment()
+        self._env_unlocked = {**self._env, "GIT_OPTIONAL_LOCKS": "0"}
+        self.lock_fd: int | None = None
+        """The checkpoint store's flock while keel holds it; git processes inherit it."""
 
     def _environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
@@ -95,7 +104,12 @@ class ShadowGit:
         return env
 
     def ensure(self) -> None:
-        """Create the shadow repository if it does not exist yet (safe against a racing keel)."""
+        """Create the shadow repository if it does not exist yet (safe against a racing keel).
+
+        Runs without the flock (``keel.lock`` lives in the repository it creates): git builds
+        the repository in a private directory that is renamed into place when complete, so
+        no git lock is ever taken in the shadow repository itself.
+        """
         if (self.git_dir / "HEAD").is_file():
             return
         self.git_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -144,9 +158,7 @@ class ShadowGit:
         if not os.path.exists(target):
             if not os.path.isdir(target.parent):
                 target.parent.mkdir(exist_ok=True)
-            temp = f"{target.parent}/tmp_obj_{os.getpid()}_{os.urandom(4).hex()}"
-            _write_file(temp, zlib.compress(data, 1))
-            os.replace(temp, target)
+            write_atomic(target, zlib.compress(data, 1), prefix="keel-obj")
         return sha
 
     def read_ref(self, ref: str) -> str | None:
@@ -173,9 +185,7 @@ class ShadowGit:
         path = self.git_dir / ref
         if not os.path.isdir(path.parent):
             path.parent.mkdir(parents=True, exist_ok=True)
-        temp = f"{self.git_dir}/keel-ref.{os.getpid()}.{os.urandom(3).hex()}"
-        _write_file(temp, (sha + "\n").encode("ascii"))
-        os.replace(temp, path)
+        write_atomic(path, sha + "\n", prefix="keel-ref")
 
     def import_files(self, paths: Sequence[bytes]) -> None:
         """Load the index with ``paths`` through ``git fast-import`` (a single pack).
@@ -185,10 +195,11 @@ class ShadowGit:
         the index, and the index's stat data refreshed (hashing again, writing nothing).
         """
         ref = "refs/keel/import"
-        proc = subprocess.Popen(
-            [self._git, "fast-import", "--quiet", "--done"],
+        proc = subprocess.Popen(  # --force: a ref left by a killed keel must not block this
+            [self._git, "fast-import", "--quiet", "--done", "--force"],
             cwd=self.root,
-            env=self._env,
+            env=self._current_env(),
+            pass_fds=self._pass_fds(),
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -253,17 +264,25 @@ class ShadowGit:
         self, args: Sequence[str], *, stdin: bytes | None = None, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[bytes]:
         """Run ``git ARGS`` and return the completed process, whatever its exit code."""
+        base = self._current_env()
         try:
             return subprocess.run(
                 [self._git, *args],
                 cwd=self.root,
-                env={**self._env, **env} if env else self._env,
+                env={**base, **env} if env else base,
                 input=stdin,
                 capture_output=True,
                 check=False,
+                pass_fds=self._pass_fds(),
             )
         except OSError as exc:
             raise WorkspaceError(f"could not run git: {exc}", code="workspace.git") from exc
+
+    def _current_env(self) -> dict[str, str]:
+        return self._env if self.lock_fd is not None else self._env_unlocked
+
+    def _pass_fds(self) -> tuple[int, ...]:
+        return () if self.lock_fd is None else (self.lock_fd,)
 
 
 def _ignore_state_dir(state: Path) -> None:
@@ -279,11 +298,3 @@ def _quote(path: bytes) -> bytes:
         return path
     escaped = path.replace(b"\\", b"\\\\").replace(b'"', b'\\"').replace(b"\n", b"\\n")
     return b'"' + escaped + b'"'
-
-
-def _write_file(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)

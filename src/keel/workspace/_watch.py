@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from keel._files import write_atomic
+
 RACY_NS = 100_000_000
 SKIP_NAMES = frozenset({".git", ".keel"})
 StatKey = tuple[int, int, int]
@@ -56,9 +58,8 @@ def load(path: Path) -> Watch | None:
 
 def save(path: Path, watch: Watch) -> None:
     """Write the watch atomically."""
-    temp = path.with_name(f"{path.name}.{os.getpid()}.{os.urandom(3).hex()}")
-    temp.write_bytes(marshal.dumps((watch.taken_ns, watch.head, watch.index, watch.dirs)))
-    os.replace(temp, path)
+    data = marshal.dumps((watch.taken_ns, watch.head, watch.index, watch.dirs))
+    write_atomic(path, data, prefix=f"keel-watch.{path.name}")
 
 
 def unchanged(root: Path, watch: Watch) -> bool:

@@ -25,11 +25,16 @@ rollback restores the files the agent changed since the checkpoint, leaves alone
 only someone else changed, and refuses, naming them, when a file was changed by both;
 ``force=True`` resets every changed file. Without ``after`` checkpoints keel cannot tell a
 user's edit from the agent's during the call, so the guard should take them.
+
+One keel process at a time works in the shadow repository (a flock, see ``_lock``). By
+default a caller waits for it as long as it takes; ``lock_timeout`` or a ``deadline`` bounds
+the wait (``workspace.locked``, naming the holder). A git lock file found while holding the
+flock was left by a killed process: it is removed, journaled (kind ``error``, event
+``checkpoint.lock_recovered``) and remembered for ``checkpoint_health``.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import stat
@@ -40,12 +45,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from keel._files import write_atomic
 from keel.errors import UserError, WorkspaceError
-from keel.events import CheckpointPayload, Event
+from keel.events import CheckpointPayload, DataPayload, Event
 from keel.root import state_dir
-from keel.workspace import _watch
+from keel.workspace import _lock, _watch
 from keel.workspace._atomic import FileTransaction
 from keel.workspace._git import ShadowGit
+from keel.workspace._lock import LockRecovery
 
 CheckpointKind = Literal["before", "after", "manual", "rollback", "restored"]
 CHECKPOINT_KINDS: tuple[CheckpointKind, ...] = ("before", "after", "manual", "rollback", "restored")
@@ -212,6 +219,7 @@ class Checkpoints:
         *,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         watch: bool = True,
+        lock_timeout: float | None = None,
     ) -> None:
         self.root = Path(root).resolve()
         self.watch = watch
@@ -222,6 +230,14 @@ class Checkpoints:
         self.git = ShadowGit(self.root, self.git_dir)
         self.large_list = self.git_dir / LARGE_FILES
         self.watch_file = self.git_dir / "keel-watch"
+        self.lock_timeout = lock_timeout
+        """Seconds to wait for another keel process before ``workspace.locked``; None: forever."""
+        self._recovered: list[LockRecovery] = []
+
+    @property
+    def recovered(self) -> tuple[LockRecovery, ...]:
+        """The stale git locks this object removed, oldest first (each one is journaled)."""
+        return tuple(self._recovered)
 
     # -- taking checkpoints ---------------------------------------------------------------
 
@@ -232,17 +248,48 @@ class Checkpoints:
         tool_use_id: str | None = None,
         label: str | None = None,
         kind: CheckpointKind | None = None,
+        deadline: float | None = None,
+        journal: bool = True,
     ) -> Checkpoint:
-        """Snapshot the workspace now (``before`` with a session, else ``manual``)."""
+        """Snapshot the workspace now (``before`` with a session, else ``manual``).
+
+        Args:
+            session_id: The agent session the checkpoint belongs to.
+            tool_use_id: The tool call it was taken for.
+            label: Free text shown in listings.
+            kind: Overrides the kind (``after``, ...).
+            deadline: A ``time.monotonic()`` instant after which waiting for another keel
+                process gives up; overrides ``lock_timeout``. It bounds the wait, not git.
+            journal: False leaves journaling the checkpoint to the caller
+                (``checkpoint_event``); a stale-lock recovery is journaled either way.
+
+        Raises:
+            WorkspaceError: ``workspace.locked`` when the deadline passed; ``workspace.git``
+                or ``workspace.io`` when git or the disk failed.
+        """
         chosen: CheckpointKind = kind or ("before" if session_id else "manual")
-        with self._locked():
+        with self._locked(deadline, session_id):
             cp = self._commit_snapshot(chosen, session_id, tool_use_id, label)
-        self._journal_checkpoint(cp)
+        if journal:
+            self._journal_checkpoint(cp)
         return cp
 
-    def after_call(self, session_id: str | None, tool_use_id: str | None = None) -> Checkpoint:
-        """Snapshot what an agent call left behind (from the post-tool hook)."""
-        return self.create(session_id=session_id, tool_use_id=tool_use_id, kind="after")
+    def after_call(
+        self,
+        session_id: str | None,
+        tool_use_id: str | None = None,
+        *,
+        deadline: float | None = None,
+        journal: bool = True,
+    ) -> Checkpoint:
+        """Snapshot what an agent call left behind (from the post-tool hook); see ``create``."""
+        return self.create(
+            session_id=session_id,
+            tool_use_id=tool_use_id,
+            kind="after",
+            deadline=deadline,
+            journal=journal,
+        )
 
     # -- reading --------------------------------------------------------------------------
 
@@ -312,9 +359,13 @@ class Checkpoints:
         *,
         patch: bool = True,
         in_scope: Callable[[str], bool] | None = None,
+        deadline: float | None = None,
     ) -> DiffResult:
-        """What changed since ``checkpoint``: files (with renames) and a unified diff."""
-        with self._locked():
+        """What changed since ``checkpoint``: files (with renames) and a unified diff.
+
+        ``deadline`` bounds the wait for another keel process, as in ``create``.
+        """
+        with self._locked(deadline):
             now = self._snapshot()
         raw = self.git.run("diff-tree", "-r", "-z", "-M", checkpoint.tree, now.tree)
         changes = tuple(_change(e) for e in _parse_diff_tree(raw))
@@ -333,7 +384,9 @@ class Checkpoints:
 
     # -- rollback -------------------------------------------------------------------------
 
-    def rollback(self, target: Checkpoint, *, force: bool = False) -> RollbackResult:
+    def rollback(
+        self, target: Checkpoint, *, force: bool = False, deadline: float | None = None
+    ) -> RollbackResult:
         """Undo the agent's changes since ``target``: restore those files, and only those.
 
         Files that only someone else (the user, another session) changed since ``target``
@@ -342,8 +395,9 @@ class Checkpoints:
         naming the files), so nobody's work is wiped. ``force`` restores every file changed
         since ``target``, whoever changed it: a full reset. The state before the rollback is
         itself a checkpoint (``RollbackResult.undo``), so a rollback can be rolled back.
+        ``deadline`` bounds the wait for another keel process, as in ``create``.
         """
-        with self._locked():
+        with self._locked(deadline, target.session_id):
             now = self._snapshot()
             agent, others = self._attribute(target, now.tree)
             raw = self.git.run("diff-tree", "-r", "-z", "--no-renames", target.tree, now.tree)
@@ -380,20 +434,34 @@ class Checkpoints:
     # -- internals ------------------------------------------------------------------------
 
     @contextmanager
-    def _locked(self) -> Iterator[None]:
-        """One keel process at a time in the shadow repository; OS errors become keel's."""
+    def _locked(
+        self, deadline: float | None = None, session_id: str | None = None
+    ) -> Iterator[None]:
+        """One keel process at a time in the shadow repository; OS errors become keel's.
+
+        Holding the flock, it clears the git locks killed processes left (``_lock.recover``);
+        those recoveries are journaled once the flock is released.
+        """
+        if deadline is None and self.lock_timeout is not None:
+            deadline = time.monotonic() + self.lock_timeout
         try:
             self.git.ensure()
-            fd = os.open(self.git_dir / "keel.lock", os.O_RDWR | os.O_CREAT, 0o644)
+            fd = _lock.acquire(self.git_dir / _lock.LOCK_NAME, deadline)
         except OSError as exc:
             raise _io_error(exc) from exc
+        recovered: tuple[LockRecovery, ...] = ()
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            recovered = _lock.recover(self.git_dir)
+            self.git.lock_fd = fd
             yield
         except OSError as exc:
             raise _io_error(exc) from exc
         finally:
-            os.close(fd)
+            self.git.lock_fd = None
+            _lock.release(fd)
+            if recovered:
+                self._recovered.extend(recovered)
+                self._journal_recoveries(recovered, session_id)
 
     def _head(self) -> _Head | None:
         """The newest checkpoint (commit, tree), read without a git process."""
@@ -563,9 +631,7 @@ class Checkpoints:
 
     def _set_large_files(self, paths: set[str]) -> None:
         body = "".join(f"/{_escape(p)}\n" for p in sorted(paths))
-        temp = self.git_dir / f"keel-large.{os.getpid()}.{os.urandom(3).hex()}"
-        temp.write_text(LARGE_HEADER + body, encoding="utf-8", errors="surrogateescape")
-        os.replace(temp, self.large_list)
+        write_atomic(self.large_list, LARGE_HEADER + body, prefix="keel-large")
 
     def _still_left_out(self, rel: str) -> bool:
         if rel.endswith("/"):
@@ -701,23 +767,16 @@ class Checkpoints:
         return blobs
 
     def _journal_checkpoint(self, cp: Checkpoint) -> None:
+        if self.journal is not None:
+            self.journal.append(checkpoint_event(cp))
+
+    def _journal_recoveries(
+        self, recovered: tuple[LockRecovery, ...], session_id: str | None
+    ) -> None:
         if self.journal is None:
             return
-        payload = CheckpointPayload(
-            checkpoint_id=cp.short,
-            label=cp.label or cp.kind,
-            tool_use_id=cp.tool_use_id,
-            files=list(cp.files[:JOURNAL_FILES_CAP]),
-            detail={
-                "kind": cp.kind,
-                "id": cp.id,
-                "tree": cp.tree,
-                "reused": cp.reused,
-                "files_total": cp.files_total,
-                "skipped": list(cp.skipped[:JOURNAL_FILES_CAP]),
-            },
-        )
-        self.journal.append(Event("checkpoint", cp.session_id or MANUAL_SESSION, payload))
+        for item in recovered:
+            self.journal.append(_recovery_event(item, self.git_dir, session_id))
 
     def _journal_rollback(self, result: RollbackResult) -> None:
         if self.journal is None:
@@ -738,6 +797,42 @@ class Checkpoints:
             },
         )
         self.journal.append(Event("rollback", target.session_id or MANUAL_SESSION, payload))
+
+
+def checkpoint_event(cp: Checkpoint) -> Event:
+    """The journal event for ``cp`` (what ``create`` appends unless ``journal=False``)."""
+    return Event("checkpoint", cp.session_id or MANUAL_SESSION, checkpoint_payload(cp))
+
+
+def checkpoint_payload(cp: Checkpoint) -> CheckpointPayload:
+    """The payload of ``checkpoint_event(cp)``, for a caller that builds its own event."""
+    return CheckpointPayload(
+        checkpoint_id=cp.short,
+        label=cp.label or cp.kind,
+        tool_use_id=cp.tool_use_id,
+        files=list(cp.files[:JOURNAL_FILES_CAP]),
+        detail={
+            "kind": cp.kind,
+            "id": cp.id,
+            "tree": cp.tree,
+            "reused": cp.reused,
+            "files_total": cp.files_total,
+            "skipped": list(cp.skipped[:JOURNAL_FILES_CAP]),
+        },
+    )
+
+
+def _recovery_event(item: LockRecovery, git_dir: Path, session_id: str | None) -> Event:
+    data = {
+        "event": "checkpoint.lock_recovered",
+        "message": (
+            f"removed a stale git lock {item.lock!r} ({item.age_seconds:.0f}s old) left in the "
+            "checkpoint store by a keel process that was killed"
+        ),
+        "repo": str(git_dir),
+        **item.to_dict(),
+    }
+    return Event("error", session_id or MANUAL_SESSION, DataPayload(data=data))
 
 
 def _escape(path: str) -> str:

@@ -29,12 +29,14 @@ PINNED = "PINNED-CONSTRAINT: never touch secrets/ (keel stub)"
 class StubGuard:
     root: Path
     inp: HookInput
+    deadline_at: float = 0.0
+    required_gates: tuple[str, ...] = ()
 
     def _log(self, what: str, data: dict[str, Any]) -> None:
         with open(self.root / "stub-calls.jsonl", "a") as fh:
             fh.write(json.dumps({"what": what, "event": self.inp.event, **data}) + "\n")
 
-    def decide(self, call: ToolCall) -> Decision:
+    def decide(self, call: ToolCall, **_: Any) -> Decision:
         self._log("decide", {"call": call.to_dict()})
         text = (call.command or "") + " ".join(call.paths) + (call.patch or "")
         if "FAULTME" in text:
@@ -47,7 +49,7 @@ class StubGuard:
             return Decision.ask("policy.ask", "pushing needs a person")
         return Decision.allow("stub.allow", "fine")
 
-    def observe(self, result: ToolResult) -> Guidance | None:
+    def observe(self, result: ToolResult, **_: Any) -> Guidance | None:
         self._log("observe", {"result": result.to_dict()})
         text = result.output + (result.error or "")
         if "REPLANME" in text:
@@ -56,16 +58,25 @@ class StubGuard:
             return Guidance("hint", "HINT-GUIDANCE: consider the tests", "stub")
         return None
 
-    def may_finish(self) -> tuple[bool, str]:
+    def gate_finish(self, failures: Any = (), **_: Any) -> str | None:
         ok = not (self.root / ".gate_required").exists() or (self.root / ".gate_ok").exists()
         self._log("may_finish", {"ok": ok})
-        return ok, "GATE-REASON: `touch .gate_ok` has not run"
+        blocks = self.root / "stub-blocks"
+        count = int(blocks.read_text()) if blocks.exists() else 0
+        if ok or count >= 3:  # never trap the agent, as keel's guard bounds its blocks
+            blocks.write_text("0")
+            return None
+        blocks.write_text(str(count + 1))
+        return "keel: do not finish yet: GATE-REASON: `touch .gate_ok` has not run"
 
     def session_context(self) -> str:
         return PINNED
 
-    def note(self, kind: str, data: dict[str, Any]) -> None:
+    def note(self, kind: str, data: dict[str, Any], **_: Any) -> None:
         self._log("note", {"kind": kind, "data": data})
+
+    def close(self) -> None:
+        pass
 
 
 if __name__ == "__main__":

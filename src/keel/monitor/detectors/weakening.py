@@ -1,17 +1,26 @@
-"""Edits that weaken tests: deleting test files, skipping tests, removing assertions.
+"""``test_weakening``: edits that make the tests say less.
+
+Deleting test files, skipping tests, removing assertions → correct, unless ``[monitor]
+task_is_about_tests``.
 
 Read from what a call carries: a patch (``*** Begin Patch`` or unified diff), Claude's
 ``Edit``/``MultiEdit`` old and new strings, a ``Write`` of an empty test file, or a shell
-command that deletes test files. Only files that look like tests are judged.
+command that deletes test files (its words, as the policy's parser read them). Only files
+that look like tests are judged.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from keel.calls import ToolCall
-from keel.monitor._text import patch_changes, simple_commands
+from keel.monitor._context import Detector, Finding
+from keel.monitor._state import EDIT
+from keel.patchtext import read_patch
+
+if TYPE_CHECKING:
+    from keel.calls import ToolCall
+    from keel.monitor._context import Context, Seen
 
 _TEST_PATH = re.compile(
     r"(?:^|/)(?:tests?|__tests__|spec|specs)/"
@@ -25,21 +34,41 @@ _SKIP = re.compile(
 _ASSERT = re.compile(r"\bassert\w*\b|\bexpect\(|\bt\.(?:Error|Fatal)f?\(|\bshould\b")
 
 
+class Weakening(Detector):
+    """Edits that make the tests say less."""
+
+    name = "test_weakening"
+
+    def before(self, ctx: Context, seen: Seen) -> list[Finding]:
+        """Deny an edit that weakens tests, when the task is not about tests."""
+        if not seen.flags & EDIT or ctx.settings.task_is_about_tests:
+            return []
+        changes = weakening(seen.call, seen.words)
+        if not changes:
+            return []
+        what = "; ".join(f"{c['change']} in `{c['path']}`" for c in changes[:5])
+        text = (
+            f"This edit weakens tests ({what}) and the task is not about tests. Instead: fix "
+            "the code under test; if a test is really wrong, say why and ask the user."
+        )
+        return [Finding("test_weakening", "correct", text, {"changes": changes[:20]})]
+
+
 def is_test_path(path: str) -> bool:
     """True for paths that look like test code (``tests/``, ``test_x.py``, ``x.test.ts``…)."""
     return bool(_TEST_PATH.search(path.replace("\\", "/")))
 
 
-def weakening(call: ToolCall) -> list[dict[str, Any]]:
-    """What ``call`` does to weaken tests: one finding per file, empty when nothing."""
+def weakening(call: ToolCall, words: tuple[tuple[str, ...], ...] = ()) -> list[dict[str, Any]]:
+    """What ``call`` (a shell call: its ``words``) does to weaken tests: one change per file."""
     findings: list[dict[str, Any]] = []
     if call.patch:
-        for path, (added, removed, op) in patch_changes(call.patch).items():
-            findings.extend(_judge(path, op, added, removed))
+        for f in read_patch(call.patch):
+            findings.extend(_judge(f.path, f.op, list(f.added), list(f.removed)))
     if call.kind in ("edit", "write") and call.paths:
         findings.extend(_judge_args(call.paths[0], call.args))
-    if call.kind == "exec" and call.command:
-        findings.extend(_judge_command(call.command))
+    if call.kind == "exec":
+        findings.extend(_judge_command(words))
     return findings
 
 
@@ -77,15 +106,15 @@ def _judge_args(path: str, args: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
-def _judge_command(command: str) -> list[dict[str, Any]]:
+def _judge_command(words: tuple[tuple[str, ...], ...]) -> list[dict[str, Any]]:
     findings: list[dict[str, Any]] = []
-    for words in simple_commands(command):
-        name = words[0].rsplit("/", 1)[-1]
-        targets: list[str] = []
+    for argv in words:
+        name = argv[0].rsplit("/", 1)[-1]
+        targets: tuple[str, ...] = ()
         if name in ("rm", "unlink", "shred"):
-            targets = words[1:]
-        elif name == "git" and len(words) > 2 and words[1] == "rm":
-            targets = words[2:]
+            targets = argv[1:]
+        elif name == "git" and len(argv) > 2 and argv[1] == "rm":
+            targets = argv[2:]
         for target in targets:
             if not target.startswith("-") and is_test_path(target):
                 findings.append({"path": target, "change": "deleted test file"})

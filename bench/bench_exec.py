@@ -1,0 +1,126 @@
+"""``keel exec -- true`` against ``python -S -c pass``: what containing a shell call costs.
+
+Method: a fresh per-user state directory and three 0755 workspaces: ``quiet`` (strict preset, so
+no network: no proxy, no bridge), ``net`` (developer preset: its allowlist starts the host proxy
+and the in-sandbox bridge) and ``big`` (strict, 5,000 files in 550 directories, to show the
+two control-file walks). keel's modules are byte-compiled first (an installed wheel is), and one
+warm-up run per variant fills the caches (config view, exec backend verdict, seccomp filter,
+``/etc`` copy). Then every round runs each variant once, in an order rotated every round, so
+load spikes from other jobs on the machine hit all of them alike; medians and p10/p90 over the
+rounds. Each variant is a real subprocess with stdout to ``/dev/null``; ``ratio`` is the
+median over the median of ``python -S -c pass`` with the same interpreter. Also timed in
+process: one control-file walk of ``big`` (``scan_controls``, default depth 6).
+"""
+
+from __future__ import annotations
+
+import compileall
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import keel
+from keel.sandbox import exec_argv, exec_backend
+from keel.sandbox._control import ControlRules, scan_controls
+
+ROUNDS = int(os.environ.get("KEEL_BENCH_ROUNDS", "40"))
+KEEL = str(Path(sys.executable).with_name("keel"))
+STRICT = '[policy]\npreset = "strict"\n'
+
+
+def _workspace(base: Path, name: str, config: str, files: int = 0) -> Path:
+    ws = base / name
+    ws.mkdir(mode=0o755)
+    (ws / "keel.toml").write_text(config)
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    for i in range(files):
+        folder = ws / f"pkg{i // 100}" / f"mod{(i // 10) % 10}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"f{i % 10}.py").write_text("x = 1\n")
+    return ws
+
+
+def _timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, check=False)
+    elapsed = (time.perf_counter() - start) * 1000
+    if done.returncode != 0:
+        raise SystemExit(f"{argv[:4]} exited {done.returncode}")
+    return elapsed
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _variants(quiet: Path, net: Path, big: Path) -> list[tuple[str, list[str], Path]]:
+    python = os.path.realpath(sys.executable)
+    true = shutil.which("true") or "/bin/true"
+    out = [
+        ("python -S -c pass (baseline)", [python, "-S", "-c", "pass"], quiet),
+        ("true (plain subprocess)", [true], quiet),
+        ("keel exec -- true", [KEEL, "exec", "--", true], quiet),
+        ("exec_argv (python -S launcher)", exec_argv(quiet, [true]), quiet),
+        ("keel exec -- true, network allowlist", [KEEL, "exec", "--", true], net),
+        ("keel exec -- true, 5,000-file workspace", [KEEL, "exec", "--", true], big),
+    ]
+    if exec_backend("landlock")[0] == "landlock":
+        landlock = [KEEL, "exec", "--backend", "landlock", "--", true]
+        out.append(("keel exec --backend landlock -- true", landlock, quiet))
+    return out
+
+
+def _walk(big: Path) -> list[float]:
+    rules = ControlRules(6, True)
+    samples = []
+    for _ in range(50):
+        start = time.perf_counter()
+        scan_controls(str(big), rules)
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+def main() -> None:
+    compileall.compile_dir(os.path.dirname(keel.__file__), quiet=1)
+    base = Path(tempfile.mkdtemp(prefix="keel-bench-exec-", dir="/tmp"))
+    base.chmod(0o755)
+    state = base / "state"
+    env = {**os.environ, "KEEL_STATE_DIR": str(state)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    try:
+        quiet = _workspace(base, "quiet", STRICT)
+        net = _workspace(base, "net", '[policy]\npreset = "developer"\n')
+        big = _workspace(base, "big", STRICT, files=5000)
+        variants = _variants(quiet, net, big)
+        for _, argv, cwd in variants:
+            _timed(argv, cwd, env)
+        samples: dict[str, list[float]] = {name: [] for name, _, _ in variants}
+        for i in range(ROUNDS):
+            k = i % len(variants)
+            for name, argv, cwd in variants[k:] + variants[:k]:
+                samples[name].append(_timed(argv, cwd, env))
+        base_median = statistics.median(samples[variants[0][0]])
+        print(f"backend: {exec_backend()[1]}; rounds: {ROUNDS}; load: {os.getloadavg()[0]:.1f}")
+        for name, values in samples.items():
+            median = statistics.median(values)
+            print(
+                f"{name:<42} median {median:6.1f} ms  p10 {_quantile(values, 0.1):6.1f}  "
+                f"p90 {_quantile(values, 0.9):6.1f}  ratio {median / base_median:4.1f}x"
+            )
+        walk = _walk(big)
+        label = "control-file walk, 5,000 files (in process)"
+        print(
+            f"{label:<42} median {statistics.median(walk):6.2f} ms  p90 {_quantile(walk, 0.9):6.2f}"
+        )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

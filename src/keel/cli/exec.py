@@ -1,0 +1,111 @@
+"""``keel exec [--workspace W] [--timeout S] [--backend B] -- CMD...``: run a command contained.
+
+Dispatched by the console entry before typer and pydantic are imported (every contained shell
+call of an agent starts here); the arguments are parsed by hand. Exit codes are the command's,
+or those documented in ``keel.sandbox._exec`` (123 quarantined, 124 timeout, 125 cannot
+contain, 126 emergency stop, 127 not found, 2 usage).
+"""
+
+from __future__ import annotations
+
+import sys
+
+USAGE = (
+    "usage: keel exec [--workspace DIR] [--timeout SECONDS] [--backend auto|bwrap|landlock] "
+    "-- CMD..."
+)
+_OPTIONS = {
+    "--workspace": "workspace",
+    "-w": "workspace",
+    "--timeout": "timeout",
+    "--backend": "backend",
+}
+
+
+def parse(args: list[str]) -> tuple[dict[str, str], list[str]] | str:
+    """``(options, command)`` or a usage error message."""
+    options: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            return options, args[i + 1 :]
+        if arg in ("-h", "--help"):
+            return "help"
+        name, eq, value = arg.partition("=")
+        if name not in _OPTIONS:
+            if arg.startswith("-"):
+                return f"unknown option {arg!r}"
+            return options, args[i:]
+        if not eq:
+            if i + 1 >= len(args):
+                return f"{name} needs a value"
+            i += 1
+            value = args[i]
+        options[_OPTIONS[name]] = value
+        i += 1
+    return options, []
+
+
+def main(args: list[str]) -> int:
+    """Run ``keel exec`` with ``args`` (after ``exec``); the exit code."""
+    parsed = parse(args)
+    if parsed == "help":
+        sys.stdout.write(USAGE + "\n")
+        return 0
+    if isinstance(parsed, str):
+        return _usage(parsed)
+    options, command = parsed
+    timeout = None
+    if "timeout" in options:
+        try:
+            timeout = float(options["timeout"])
+        except ValueError:
+            timeout = -1.0
+        if not 0 < timeout < float("inf"):
+            return _usage(
+                f"--timeout must be a positive number of seconds, not {options['timeout']!r}"
+            )
+    backend = options.get("backend")
+    if backend is not None and backend not in ("auto", "bwrap", "landlock"):
+        return _usage(f"--backend must be auto, bwrap or landlock, not {backend!r}")
+    if not command:
+        return _usage("no command given")
+    from keel.sandbox._exec import ExecRefused, execute, final_code
+
+    try:
+        outcome = execute(
+            command, workspace=options.get("workspace"), timeout=timeout, backend=backend
+        )
+    except ExecRefused as exc:
+        sys.stderr.write(f"keel: error: {exc.message} [{exc.code}]\n")
+        return exc.status
+    except KeyboardInterrupt:  # before the handlers were in place: nothing was started
+        return 130
+    except Exception as exc:  # fail closed, in one line: a bug here never runs the command
+        sys.stderr.write(
+            f"keel: error: internal error: {type(exc).__name__}: {exc} [internal_error]\n"
+        )
+        return 125
+    return final_code(outcome)
+
+
+def _usage(message: str) -> int:
+    sys.stderr.write(f"keel: error: {message} [usage.invalid]\n{USAGE}\n")
+    return 2
+
+
+def register(app: object) -> None:
+    """List ``exec`` in ``keel --help`` (the console entry dispatches it before typer)."""
+    import typer
+
+    assert isinstance(app, typer.Typer)
+
+    def exec_command(ctx: typer.Context) -> None:
+        """Run a command contained: keel exec [--workspace W] [--timeout S] -- CMD..."""
+        raise typer.Exit(main(list(ctx.args)))
+
+    # typer reads annotations at run time; this module's are strings (no typer at import).
+    exec_command.__annotations__ = {"ctx": typer.Context, "return": None}
+    settings = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+    app.command("exec", context_settings=settings, add_help_option=False)(exec_command)
