@@ -31,15 +31,6 @@ LINES = {
 }
 
 
-# What the console script does, with keel/__init__.py replaced by an empty package: the cost
-# ``keel policy check`` would have if keel's top-level re-exports were lazy (PEP 562).
-LAZY = (
-    "import re, sys, types; m = types.ModuleType('keel'); "
-    f"m.__path__ = [{str(ROOT / 'src' / 'keel')!r}]; sys.modules['keel'] = m; "
-    "from keel.cli._entry import main; sys.exit(main())"
-)
-
-
 def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
     start = time.perf_counter()
     subprocess.run(
@@ -74,10 +65,6 @@ def process(rounds: int) -> None:
             ),
             "keel policy check --read src/a.py": (
                 [str(KEEL), "policy", "check", "--read", "src/a.py"],
-                bare,
-            ),
-            "pytest -q, lazy keel/__init__ (simulated)": (
-                [sys.executable, "-c", LAZY, "policy", "check", "--json", "--", "pytest", "-q"],
                 bare,
             ),
         }

@@ -40,7 +40,6 @@ from keel.settings import (
 TYPE_CHECKING = False  # typing costs 3 ms to import on the hook path
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
     from typing import Any, NoReturn
 
 
@@ -217,7 +216,10 @@ def _thaw(value: Any) -> Any:
 
 
 def config_view(
-    root: Path | str, preset: str | None = None, *, config_file: Path | str | None = None
+    root: os.PathLike[str] | str,
+    preset: str | None = None,
+    *,
+    config_file: os.PathLike[str] | str | None = None,
 ) -> Settings:
     """The config of the workspace at ``root`` without pydantic when the cache is fresh.
 
@@ -232,15 +234,17 @@ def config_view(
         from keel.hookpath import check_preset
 
         check_preset(preset)
-    data = config_data(str(root), None if config_file is None else str(config_file))
+    data = config_data(os.fspath(root), None if config_file is None else os.fspath(config_file))
     if preset is not None:
         data = {**data, "policy": {**data["policy"], "preset": preset}}
     return SettingsView(data)
 
 
-def config_source(root: Path | str, config_file: Path | str | None = None) -> str | None:
+def config_source(
+    root: os.PathLike[str] | str, config_file: os.PathLike[str] | str | None = None
+) -> str | None:
     """The file ``config_view`` reads for ``root``, or None for the embedded defaults."""
-    path = os.path.abspath(config_file or os.path.join(root, CONFIG_NAME))
+    path = os.path.abspath(config_file or os.path.join(os.fspath(root), CONFIG_NAME))
     return path if config_file is not None or os.path.lexists(path) else None
 
 

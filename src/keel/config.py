@@ -184,12 +184,19 @@ class SandboxConfig(_Section):
     """RLIMIT_NOFILE of sandboxed processes."""
     max_output_kb: int = Field(default=4096, ge=1)
     """Bytes of stdout and of stderr kept per run (in KiB); the rest is discarded."""
+    contain: Literal["auto", "always", "off"] = "auto"
+    """Hooks rewrite every shell command they allow to run inside ``keel exec``: ``auto``
+    when a sandbox works here (else the text policy judges alone, more strictly), ``always``
+    (no sandbox: shell commands are denied), ``off`` (never; not recommended)."""
     writable: list[str] = Field(default_factory=list)
     """``keel exec``: extra writable paths, absolute or ``~/``-relative (missing ones skipped)."""
     read_only: list[str] = Field(default_factory=list)
     """``keel exec``: workspace-relative globs kept read-only (and quarantined when created)."""
     home_read_only: list[str] = Field(default_factory=list)
     """``keel exec``: entries of your HOME (``~/``-relative) visible read-only; never secrets."""
+    show_secrets: list[str] = Field(default_factory=list)
+    """``keel exec``: workspace-relative globs of secret files (``.env``, keys) contained
+    commands may read; every other one reads as empty inside the sandbox."""
     protect_ci: bool = True
     """``keel exec``: also keep ``.github/workflows``, ``.pre-commit-config.yaml`` and ``.husky``
     read-only."""
@@ -304,11 +311,6 @@ def config_present(path: Path) -> bool:
     if not stat.S_ISREG(st.st_mode):
         raise ConfigError("not a regular file", file=str(path), code="config.read")
     return True
-
-
-def config_schema() -> dict[str, Any]:
-    """The JSON Schema of keel.toml."""
-    return KeelConfig.model_json_schema()
 
 
 def _toml_error_line(message: str) -> int | None:

@@ -53,6 +53,11 @@ if TYPE_CHECKING:
     from keel.workspace import Checkpoints
 
 CHANGING_KINDS = frozenset({"write", "edit", "exec"})
+FILE_KINDS = frozenset({"read", "write", "edit"})
+"""Calls the client carries out itself, outside the sandbox (Read, Write, Edit, patches)."""
+FREEZE_TTL = 30.0
+"""Seconds contained processes stay stopped for a file-tool call whose result never comes."""
+INSIDE_WRAP = "the whole client runs inside keel wrap"
 MAX_OUTPUT_JOURNALED = 4000
 OPEN_CALL_TTL = 86400.0
 """Seconds a ``before`` checkpoint waits for its call's result before it is forgotten."""
@@ -62,7 +67,10 @@ STATE_FORMAT = 1
 class SessionState:
     """What keel remembers of one session between hook calls (one journal record)."""
 
-    __slots__ = ("calls", "monitor", "open_calls", "pending", "stop_blocks")
+    __slots__ = (
+        "calls", "containment_broken", "frozen", "frozen_pids", "monitor", "open_calls", "pending",
+        "stop_blocks",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         """An empty state: a new session."""
@@ -76,6 +84,13 @@ class SessionState:
         """Numbered ids of allowed calls waiting for their result, by the derived base id."""
         self.open_calls: dict[str, float] = {}
         """Tool-use ids with a ``before`` checkpoint, and when it was taken."""
+        self.containment_broken: str | None = None
+        """The command a client ran outside the sandbox although keel rewrote it, if any."""
+        self.frozen: dict[str, float] = {}
+        """File-tool calls in flight while contained processes are stopped, and when each began."""
+        self.frozen_pids: list[list[int]] = []
+        """The stopped contained processes (``[pid, start]``): continued when the last file-tool
+        call in flight ends."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> SessionState:
@@ -88,6 +103,10 @@ class SessionState:
         state.calls = int(data.get("calls", 0))
         state.pending = {str(k): list(v) for k, v in dict(data.get("pending", {})).items()}
         state.open_calls = {str(k): float(v) for k, v in dict(data.get("open_calls", {})).items()}
+        broken = data.get("containment_broken")
+        state.containment_broken = str(broken) if broken else None
+        state.frozen = {str(k): float(v) for k, v in dict(data.get("frozen", {})).items()}
+        state.frozen_pids = [[int(p), int(s)] for p, s in data.get("frozen_pids", [])]
         return state
 
     def to_dict(self) -> dict[str, Any]:
@@ -100,6 +119,9 @@ class SessionState:
             "calls": self.calls,
             "pending": {k: v for k, v in self.pending.items() if v},
             "open_calls": {k: v for k, v in self.open_calls.items() if v >= cutoff},
+            "containment_broken": self.containment_broken,
+            "frozen": self.frozen,
+            "frozen_pids": self.frozen_pids,
         }
 
 
@@ -139,6 +161,12 @@ class Guard:
         self.state = state if state is not None else SessionState()
         self.state_version = state_version
         """The version of the state record this guard last read or wrote."""
+        self.contain = policy.contained
+        """Every shell command this guard allows runs inside ``keel exec`` (the hooks rewrite
+        it); set from ``[sandbox] contain`` and whether a sandbox works here."""
+        self.contain_reason = "contained" if self.contain else "not contained"
+        self.inside_sandbox = False
+        """The whole client runs contained (``keel wrap``): nothing is rewritten."""
 
     @classmethod
     def open(
@@ -152,11 +180,14 @@ class Guard:
         monitor: bool = True,
         checkpoints: bool = True,
         wait_until: float | None = None,
+        inside_sandbox: bool = False,
     ) -> Guard:
         """A guard over ``root`` with its config, policy, journal, monitor and checkpoints.
 
         ``journal`` is True (open the workspace's journal), False (none) or a journal to
         share; ``wait_until`` (a ``time.monotonic()`` instant) bounds waiting for its lock.
+        ``inside_sandbox``: the whole client runs contained (``keel wrap``), so commands
+        are judged as contained and are not rewritten.
 
         Raises:
             ConfigError: keel.toml is unreadable or invalid.
@@ -166,8 +197,11 @@ class Guard:
         from keel.policy import Policy
 
         config = config_view(os.fspath(root), preset)
-        policy = Policy.from_config(config, os.fspath(root))
+        contain, why = (True, INSIDE_WRAP) if inside_sandbox else containment(config)
+        policy = Policy.from_config(config, os.fspath(root), contained=contain)
         guard = cls(root, config, policy, session_id, agent, lazy_checkpoints=checkpoints)
+        guard.contain, guard.contain_reason = contain, why
+        guard.inside_sandbox = inside_sandbox
         if journal is True:
             from keel.journal import open_journal
 
@@ -210,6 +244,11 @@ class Guard:
         return self.journal.session_state_version(self.session_id) == self.state_version
 
     @property
+    def rewrite(self) -> bool:
+        """Whether the hooks rewrite an allowed shell command to run inside ``keel exec``."""
+        return self.contain and not self.inside_sandbox
+
+    @property
     def required_gates(self) -> Sequence[str]:
         """The ``[gates] required`` commands."""
         return tuple(self.config.gates.required)
@@ -226,6 +265,7 @@ class Guard:
         call = self._numbered(call)
         events: list[tuple[EventKind, Payload]] = []
         try:
+            self._freeze_for(call)
             decision = self._decide(call, events)
         except Exception as exc:
             decision = _internal_error("could not decide this call", exc)
@@ -236,6 +276,8 @@ class Guard:
                 decision = _internal_error("could not take a checkpoint before this call", exc)
         if decision.allowed:
             self._queue_numbered(call)
+        else:
+            self._thaw_for(call.tool_use_id)
         try:
             return self._commit_decision(call, decision, events, request_id, commit_by)
         except Exception as exc:
@@ -252,6 +294,8 @@ class Guard:
                 "Wait for the user to run `keel resume`.",
             )
         decision = self.policy.check_call(call)
+        if decision.decision != "deny" and call.kind == "exec":
+            decision = self._containable(decision)
         if decision.decision == "deny" or self.monitor is None:
             return decision
         guidance = self.monitor.before_call(call)
@@ -260,6 +304,23 @@ class Guard:
             events.append(("guidance", _guidance_payload(guidance, call.tool_use_id)))
             return Decision.deny(
                 f"monitor.{guidance.detector}", guidance.message, _advice(guidance)
+            )
+        return decision
+
+    def _containable(self, decision: Decision) -> Decision:
+        """Deny a shell command that would run uncontained where it must not."""
+        if self.state.containment_broken:
+            return Decision.deny(
+                "sandbox.bypassed",
+                f"the client ran a shell command outside keel's sandbox in this session "
+                f"({self.state.containment_broken}); every later shell command is denied",
+                "Start a new session; check the client's version and keel doctor.",
+            )
+        if not self.contain and self.config.sandbox.contain == "always":
+            return Decision.deny(
+                "sandbox.unavailable",
+                f'[sandbox] contain = "always" but no sandbox works here: {self.contain_reason}',
+                'Run `keel sandbox check`, or set [sandbox] contain = "auto" in keel.toml.',
             )
         return decision
 
@@ -350,7 +411,12 @@ class Guard:
         from keel.events import ToolResultPayload
 
         result = self._matched(result)
+        self._thaw_for(result.tool_use_id)
         events: list[tuple[EventKind, Payload]] = []
+        bypass = self._bypass(result)
+        if bypass is not None:
+            events.append(bypass)
+        result = _as_written(result)
         if self._checkpointing() and result.kind in CHANGING_KINDS:
             events.extend(self._checkpoint_after(result, commit_by))
         guidance = None
@@ -380,6 +446,65 @@ class Guard:
         except Exception as exc:
             return _answered_or(exc, lambda o: _guidance_of(o), result.tool, raise_other=True)
         return guidance
+
+    def _freeze_for(self, call: ToolCall) -> None:
+        """Stop the workspace's running contained commands while a client file tool acts.
+
+        The client's file tools run outside the sandbox: a contained command left running in
+        the background could swap a directory for a symlink between this check and the
+        client's use of the path. Frozen before the check until the tool's result comes
+        (or ``FREEZE_TTL`` passes), it cannot.
+        """
+        self._thaw_stale()
+        if not self.rewrite or call.kind not in FILE_KINDS:
+            return
+        from keel.sandbox._registry import freeze_contained
+
+        stopped = freeze_contained(self.root)
+        if stopped:
+            self.state.frozen[call.tool_use_id or ""] = time.time()
+            known = {tuple(p) for p in self.state.frozen_pids}
+            self.state.frozen_pids += [[p, s] for p, s in stopped if (p, s) not in known]
+
+    def _thaw_for(self, tool_use_id: str | None) -> None:
+        """Let the contained commands go on once no file-tool call is in flight."""
+        if self.state.frozen.pop(tool_use_id or "", None) is not None and not self.state.frozen:
+            self._thaw_all()
+
+    def _thaw_stale(self) -> None:
+        """Continue what a file-tool call froze whose result never came (``FREEZE_TTL``)."""
+        cutoff = time.time() - FREEZE_TTL
+        for key in [k for k, ts in self.state.frozen.items() if ts < cutoff]:
+            del self.state.frozen[key]
+        if self.state.frozen_pids and not self.state.frozen:
+            self._thaw_all()
+
+    def _thaw_everything(self) -> None:
+        self.state.frozen.clear()
+        if self.state.frozen_pids:
+            self._thaw_all()
+
+    def _thaw_all(self) -> None:
+        from keel.sandbox._registry import thaw
+
+        pids, self.state.frozen_pids = self.state.frozen_pids, []
+        thaw([(p, s) for p, s in pids])
+
+    def _bypass(self, result: ToolResult) -> tuple[EventKind, Payload] | None:
+        """An ``error`` event when a shell command the hook rewrote ran as it was written.
+
+        Every client names the command that ran in its post-tool event; if it is not the
+        ``keel exec`` line keel answered with, the client ignored the rewrite. That session's
+        later shell commands are then denied.
+        """
+        command = result.call.command if result.call is not None else None
+        if not self.rewrite or result.kind != "exec" or not command or is_contained(command):
+            return None
+        from keel.events import DataPayload
+
+        self.state.containment_broken = command[:200]
+        data = {"event": "sandbox.bypassed", "command": command, "tool": result.tool}
+        return ("error", DataPayload(data))
 
     def _checkpoint_after(
         self, result: ToolResult, commit_by: float | None
@@ -422,6 +547,7 @@ class Guard:
             return prior.get("block")
         from keel.events import DataPayload, GatePayload
 
+        self._thaw_everything()  # the turn is over: no file tool is in flight
         events: list[tuple[EventKind, Payload]] = []
         allowed, why = True, "no monitor"
         if self.monitor is not None:
@@ -462,6 +588,7 @@ class Guard:
         """Journal a free-form event (session start/end, prompt, plan)."""
         if self._answered(request_id) is not None:
             return
+        self._thaw_everything()  # a new prompt or the session's end: no file tool is in flight
         from keel.events import DataPayload
 
         try:
@@ -596,6 +723,61 @@ class Guard:
         """Close the journal, if this guard owns it."""
         if self.journal is not None and self.owns_journal:
             self.journal.close()
+
+
+def containment(config: Settings) -> tuple[bool, str]:
+    """Whether the hooks contain shell commands for ``config``, and why (or why not)."""
+    mode = config.sandbox.contain
+    if mode == "off":
+        return False, '[sandbox] contain = "off"'
+    from keel.sandbox.contain import exec_backend
+
+    backend, reason = exec_backend(config.sandbox.backend)
+    return (backend is not None), reason
+
+
+def contained_command(root: str, command: str, *, timeout: float | None = None) -> str:
+    """The shell line that runs ``command`` (a shell line) inside ``keel exec``.
+
+    It runs where the client's shell is (``keel exec`` keeps a working directory inside the
+    workspace), under ``bash -c`` as the client would have run it.
+    """
+    import shlex
+
+    from keel.sandbox.contain import exec_argv
+
+    return shlex.join(exec_argv(root, ["bash", "-c", command], timeout=timeout))
+
+
+def is_contained(command: str) -> bool:
+    """True if ``command`` is a ``keel exec`` line as ``contained_command`` makes it."""
+    return uncontained(command) is not None
+
+
+def uncontained(command: str) -> str | None:
+    """The original command of a ``contained_command`` line, or None for any other line."""
+    import shlex
+
+    from keel.sandbox.contain import LAUNCHER
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if len(words) < 8 or words[1:4] != ["-S", LAUNCHER, "exec"] or "--" not in words:
+        return None
+    rest = words[words.index("--") + 1 :]
+    return rest[2] if len(rest) == 3 and rest[:2] == ["bash", "-c"] else None
+
+
+def _as_written(result: ToolResult) -> ToolResult:
+    """``result`` with its call's command as the agent wrote it, not its ``keel exec`` line."""
+    call = result.call
+    original = uncontained(call.command) if call is not None and call.command else None
+    if call is None or original is None:
+        return result
+    args = {**call.args, "command": original} if "command" in call.args else call.args
+    return result.replace(call=call.replace(command=original, args=args))
 
 
 def _internal_error(what: str, exc: BaseException) -> Decision:

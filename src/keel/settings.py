@@ -264,6 +264,10 @@ if TYPE_CHECKING:
             raise AttributeError
 
         @property
+        def contain(self) -> Literal["auto", "always", "off"]:
+            raise AttributeError
+
+        @property
         def writable(self) -> Sequence[str]:
             raise AttributeError
 
@@ -273,6 +277,10 @@ if TYPE_CHECKING:
 
         @property
         def home_read_only(self) -> Sequence[str]:
+            raise AttributeError
+
+        @property
+        def show_secrets(self) -> Sequence[str]:
             raise AttributeError
 
         @property

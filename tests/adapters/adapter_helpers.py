@@ -24,6 +24,8 @@ class StubGuard:
     finish: str | None = None
     """What ``gate_finish`` answers (a block reason), besides the failures it is given."""
     required_gates: tuple[str, ...] = ()
+    root: str = "/w"
+    rewrite: bool = False
     context: str = "Constraints you agreed to:\n- never touch secrets/"
     calls: list[ToolCall] = field(default_factory=list)
     results: list[ToolResult] = field(default_factory=list)

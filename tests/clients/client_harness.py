@@ -158,13 +158,17 @@ def run_client(
     before_turn: Callable[[int], None] | None = None,
     hook_cmd: list[str] | None = None,
     claude_allowed_tools: str | None = "Bash,Read,Edit,Write",
+    env: dict[str, str] | None = None,
 ) -> Run:
     """Install keel's hooks for ``agent`` in ``project`` and run the client once.
 
     ``claude_allowed_tools=None`` runs Claude Code without ``--allowedTools`` and
     ``--permission-mode acceptEdits``, so its own permission check decides (and refuses in -p).
+    ``env`` adds to (or overrides) the client's environment (its HOME is always
+    ``home-AGENT`` next to the project).
     """
     binary = client_binary(agent)
+    env_extra = dict(env or {})
     if install and hook_cmd:
         install_hooks(project, agent, keel_command=hook_cmd)
     elif install:
@@ -189,6 +193,7 @@ def run_client(
                 argv, env = _gemini(binary, home, project, model, prompt)
             case _:
                 raise AssertionError(agent)
+        env.update(env_extra)
         if extra_args and agent == "codex":
             argv[-1:-1] = extra_args  # codex exec takes the prompt last
         elif extra_args:

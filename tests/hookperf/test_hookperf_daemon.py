@@ -331,3 +331,12 @@ def test_a_killed_daemon_leaves_a_socket_the_next_hook_survives(
     assert IN_PROCESS in got["modules"] and "risk.rm_recursive" in got["out"], got
     allowed = hook_process(workspace, "ls", 2, daemon=True)
     assert allowed["rc"] == 0 and "deny" not in allowed["out"], allowed
+
+
+def test_the_daemon_imports_no_cli_module() -> None:
+    code = (
+        "import sys; from keel.daemon.server import preload; preload(); "
+        "print(sorted(m for m in sys.modules if m.startswith('keel.cli') or m == 'typer'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

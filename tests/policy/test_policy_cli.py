@@ -48,7 +48,7 @@ def ws(tmp_path: Path) -> Path:
         (("--", "frobnicate"), "ask", "default.ask"),
         (("--preset", "strict", "--", "pytest"), "deny", "default.deny"),
         (("--read", "/etc/shadow"), "deny", "risk.secret_read"),
-        (("--write", ".git/config"), "deny", "path.protected"),
+        (("--write", ".git/config"), "deny", "path.control"),
         (("--write", "src/a.py"), "allow", "path.in_scope"),
         (("--url", "https://pypi.org/simple/"), "allow", "network.allowed"),
         (("--url", "https://evil.test/x"), "deny", "network.not_allowed"),

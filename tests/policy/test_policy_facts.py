@@ -26,7 +26,7 @@ def policy() -> Policy:
         ("sed -i 's/a/b/' src/x.py src/y.py", ("/w/src/x.py", "/w/src/y.py"), True, False, False),
         ("rm -rf build", ("/w/build",), True, False, False),
         ("cp a.py b.py", ("/w/b.py",), True, False, False),
-        ("git checkout -- src/x.py", (), True, False, False),
+        ("git checkout -- src/x.py", ("/w/src/x.py",), True, False, False),
         ("find . -name '*.pyc' -delete", (), True, False, False),
         ("cat <<'EOF' > gen.py\nx = a > b\nEOF", ("/w/gen.py",), True, False, False),
         ("bash -lc 'pytest -q'", (), False, False, True),

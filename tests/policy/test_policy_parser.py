@@ -173,7 +173,7 @@ def test_variables_assigned_literally_are_followed(dev: Policy) -> None:
 
 def test_cd_moves_the_directory_for_later_paths(dev: Policy, tmp_path: Path) -> None:
     decision = dev.check_command("cd .git && echo x > config")
-    assert (decision.decision, decision.rule) == ("deny", "path.protected")
+    assert (decision.decision, decision.rule) == ("deny", "path.control")
     decision = dev.check_command("cd /etc && cat passwd")
     assert decision.decision == "deny"
 
@@ -227,8 +227,10 @@ def test_globs_are_expanded_like_bash(dev: Policy, tmp_path: Path) -> None:
         ("export PATH=/tmp/bin:$PATH; ls", "ask", "risk.path_override"),
         ("LD_PRELOAD=/tmp/x.so; ls", "deny", "risk.env_injection"),
         ("awk '{print > \"out\"}' f", "ask", "path.dynamic"),
-        ("sed 's/a/b/w out.txt' f", "ask", "path.dynamic"),
-        ("git diff --output=.git/config", "deny", "path.protected"),
+        ("sed 's/a/b/w out.txt' f", "allow", "preset.developer.allow"),
+        ("sed 's/a/b/w /etc/x' f", "deny", "path.outside_workspace"),
+        ("sed 's/a/b/e' f", "ask", "risk.runs_program"),
+        ("git diff --output=.git/config", "deny", "path.control"),
         ("watch -n1 'rm -rf /'", "deny", "risk.rm_recursive"),
         ("awk '$1 > 5 {print}' f", "allow", "preset.developer.allow"),
         ("sed -n 's/a/b/p' f", "allow", "preset.developer.allow"),

@@ -76,8 +76,8 @@ def test_home_forms_are_expanded(dev: Policy) -> None:
 
 
 def test_encoded_paths_are_decoded(dev: Policy) -> None:
-    assert dev.check_path("%2egit/config", "write").rule == "path.protected"
-    assert dev.check_path(".gi%74/config", "write").rule == "path.protected"
+    assert dev.check_path("%2egit/config", "write").rule == "path.control"
+    assert dev.check_path(".gi%74/config", "write").rule == "path.control"
     assert dev.check_path("%252e%252e%252fetc%252fpasswd", "read").rule == "path.outside_workspace"
 
 
@@ -89,7 +89,8 @@ def test_encoded_paths_are_decoded(dev: Policy) -> None:
 )  # fmt: skip
 def test_protected_globs_deny_writes(dev: Policy, path: str) -> None:
     decision = dev.check_path(path, "write")
-    assert (decision.decision, decision.rule) == ("deny", "path.protected"), decision
+    assert decision.decision == "deny", decision
+    assert decision.rule in ("path.protected", "path.control"), decision
 
 
 def test_protected_files_can_be_read_but_secrets_cannot(dev: Policy) -> None:
@@ -155,7 +156,7 @@ def test_check_call_dispatches_on_kind(dev: Policy) -> None:
         dev.check_call(ToolCall("Read", "read", paths=("/etc/shadow",))).rule == "risk.secret_read"
     )
     assert dev.check_call(ToolCall("Write", "write", paths=("src/x.py",))).decision == "allow"
-    assert dev.check_call(ToolCall("Edit", "edit", paths=(".git/config",))).rule == "path.protected"
+    assert dev.check_call(ToolCall("Edit", "edit", paths=(".git/config",))).rule == "path.control"
     assert (
         dev.check_call(ToolCall("Fetch", "network", url="https://pypi.org/x")).decision == "allow"
     )
@@ -167,7 +168,7 @@ def test_check_call_dispatches_on_kind(dev: Policy) -> None:
         "*** Add File: .git/hooks/x\n+hi\n*** End Patch\n"
     )
     decision = dev.check_call(ToolCall("apply_patch", "edit", patch=patch))
-    assert decision.rule == "path.protected"
+    assert decision.rule == "path.control"
 
 
 def test_patch_paths() -> None:

@@ -32,7 +32,8 @@ def test_data_probes(workdir: Path) -> None:
 def test_env_probes_redact_secrets(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PLAN_TEST_MODE", "fast")
     monkeypatch.setenv("PLAN_TEST_API_TOKEN", "hunter2")
-    assert probe(workdir, "env.get", "PLAN_TEST_MODE").value == "fast"
+    mode = probe(workdir, "env.get", "PLAN_TEST_MODE")
+    assert mode.value == "<redacted>" and "fast" not in str(mode.to_dict())
     secret = probe(workdir, "env.get", "PLAN_TEST_API_TOKEN")
     assert secret.value == "<redacted>" and "hunter2" not in str(secret.to_dict())
     assert probe(workdir, "env.get", "PLAN_TEST_ABSENT", "dflt").value == "dflt"

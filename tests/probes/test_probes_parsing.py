@@ -98,7 +98,10 @@ def test_toml_ini_dotenv(workdir: Path) -> None:
         "keys": ["API_KEY", "DEBUG"],
         "values": None,
     }
-    assert probe(workdir, "parse.dotenv", env, True).value["values"]["DEBUG"] == "1"
+    refused = probe(workdir, "parse.dotenv", env, True)
+    assert error_code(refused) == "dotenv.values_refused" and "s3cret" not in str(refused)
+    example = write(workdir, "app.env.example", "DEBUG=1\n")
+    assert probe(workdir, "parse.dotenv", example, True).value["values"]["DEBUG"] == "1"
     bad_env = probe(workdir, "parse.dotenv", write(workdir, "b.env", "OK=1\nnot a line\n"))
     assert error_code(bad_env) == "dotenv.syntax" and bad_env.error is not None
     assert bad_env.error.line == 2

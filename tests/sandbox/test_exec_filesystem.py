@@ -42,13 +42,15 @@ def test_cwd_outside_the_workspace_runs_at_the_root(box: Box) -> None:
     ],
 )
 def test_nothing_outside_the_writable_set_changes(box: Box, attack: str) -> None:
-    if box.backend == "landlock" and attack.startswith(("touch", "chmod")):
-        pytest.skip("documented gap: Landlock does not govern modes and times")
+    # The documented Landlock gap: it does not govern a file's mode and times, only its
+    # content and names; for those two attacks the content is what must hold there.
+    gap = box.backend == "landlock" and attack.startswith(("touch", "chmod"))
     marker = box.outside / "marker.txt"
     before = (marker.read_bytes(), marker.stat().st_mode, marker.stat().st_mtime_ns)
     script = attack.format(marker=marker, outside=box.outside, rel=str(marker).lstrip("/"))
     box.sh(script)
-    assert (marker.read_bytes(), marker.stat().st_mode, marker.stat().st_mtime_ns) == before
+    after = (marker.read_bytes(), marker.stat().st_mode, marker.stat().st_mtime_ns)
+    assert after[:1] == before[:1] if gap else after == before
     assert sorted(p.name for p in box.outside.iterdir()) == ["marker.txt"]
 
 

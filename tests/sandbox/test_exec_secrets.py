@@ -199,3 +199,30 @@ def test_workspace_that_is_home_is_refused(workdir: Path) -> None:
     assert done.returncode == 125
     assert "home directory" in done.stderr
     assert os.path.isdir(box.ws)
+
+
+def test_the_workspaces_own_secret_files_read_as_empty_inside(bwrap_box: Box) -> None:
+    box = bwrap_box
+    (box.ws / ".env").write_text(f"TOKEN={SECRET}\n")
+    (box.ws / "sub").mkdir()
+    (box.ws / "sub" / "deploy.pem").write_text(f"{SECRET} key\n")
+    (box.ws / ".env.example").write_text("TOKEN=changeme\n")
+    script = (
+        "cat .env sub/deploy.pem; "
+        "python3 -c \"import pathlib; print(pathlib.Path('.e' + 'nv').read_text())\"; "
+        "cat .env.example"
+    )
+    done = box.sh(script)
+    assert SECRET not in done.stdout + done.stderr
+    assert "TOKEN=changeme" in done.stdout  # not a secret: visible
+    assert (box.ws / ".env").read_text() == f"TOKEN={SECRET}\n"  # untouched on the host
+
+
+def test_show_secrets_lets_a_named_secret_file_through(bwrap_box: Box) -> None:
+    box = bwrap_box
+    box.config('[sandbox]\nshow_secrets = ["tests/.env.test"]\n')
+    (box.ws / "tests").mkdir()
+    (box.ws / "tests" / ".env.test").write_text("DB=sqlite\n")
+    (box.ws / ".env").write_text(f"TOKEN={SECRET}\n")
+    done = box.sh("cat tests/.env.test .env")
+    assert "DB=sqlite" in done.stdout and SECRET not in done.stdout

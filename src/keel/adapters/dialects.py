@@ -5,14 +5,20 @@
   (the reason reaches the model next to the real output) and on ``Stop`` (the model continues
   with the reason); ``hookSpecificOutput.additionalContext`` on ``SessionStart``,
   ``UserPromptSubmit`` and ``PostToolUse``.
-- **Codex CLI**: the same JSON, but it rejects unknown fields, answers ``allow`` with an
-  error and ignores ``ask`` and ``updatedInput``; so keel sends only ``deny``, and ``ask``
-  becomes a deny whose reason says a person must approve. A ``PostToolUse`` block *replaces*
-  the tool output, so guidance short of ``replan`` goes out as ``additionalContext``.
+- **Codex CLI**: the same JSON, but it rejects unknown fields, answers a bare ``allow`` with
+  an error and ignores ``ask``; so keel sends ``deny``, an ``ask`` becomes a deny whose
+  reason says a person must approve, and ``allow`` goes out only with ``updatedInput``. A
+  ``PostToolUse`` block *replaces* the tool output, so guidance short of ``replan`` goes
+  out as ``additionalContext``.
 - **Gemini CLI**: ``{"decision": "deny", "reason"}`` on ``BeforeTool`` (the Claude-style
   permissionDecision is silently ignored: the command would run), ``AfterTool`` (replaces the
   output) and ``AfterAgent`` (a retry with the reason as the prompt);
   ``hookSpecificOutput.additionalContext`` on ``SessionStart``, ``BeforeAgent``, ``AfterTool``.
+
+A shell command keel allows is rewritten to run inside ``keel exec`` (``contained``), in each
+client's own rewrite contract, measured with the pinned clients (tests/clients/REWRITE.md):
+Claude's ``updatedInput`` with ``permissionDecision`` and ``hookEventName``, Codex's
+``updatedInput.command`` with ``allow``, Gemini's ``hookSpecificOutput.tool_input``.
 
 Every client treats exit code 2 with the reason on stderr as "block": that is the channel for
 failing closed, because it works even when keel could not build its JSON answer.
@@ -101,6 +107,29 @@ class Dialect:
             }
         )
 
+    def contained(self, inp: HookInput, decision: Decision, command: str) -> HookReply:
+        """Run the shell call as ``command`` (its ``keel exec`` line) instead.
+
+        Claude Code replaces the whole tool input with ``updatedInput`` (so every other
+        argument is kept), applies it only with ``hookEventName``, and needs the allow:
+        without it, its own permission check judges the wrapper. An ask shows the wrapped
+        command for the person to approve.
+        """
+        verdict = "allow" if decision.allowed else "ask"
+        reason = "keel: runs contained (keel exec)"
+        if not decision.allowed:
+            reason = deny_text(decision, inp.tool_name) + " (it will run contained)"
+        return _json(
+            {
+                "hookSpecificOutput": {
+                    "hookEventName": inp.event,
+                    "permissionDecision": verdict,
+                    "permissionDecisionReason": reason,
+                    "updatedInput": {**inp.tool_input, "command": command},
+                }
+            }
+        )
+
     def post_tool(self, inp: HookInput, guidance: Guidance | None) -> HookReply:
         """Guidance after a tool ran: context for a hint, a block reason above that."""
         if guidance is None:
@@ -139,6 +168,20 @@ class CodexDialect(Dialect):
     agent: Agent = "codex"
     can_ask = False
 
+    def contained(self, inp: HookInput, decision: Decision, command: str) -> HookReply:
+        """Codex takes only ``command`` from ``updatedInput``, and only with the allow."""
+        if not decision.allowed:
+            return self.pre_tool(inp, decision)
+        return _json(
+            {
+                "hookSpecificOutput": {
+                    "hookEventName": inp.event,
+                    "permissionDecision": "allow",
+                    "updatedInput": {"command": command},
+                }
+            }
+        )
+
     def post_tool(self, inp: HookInput, guidance: Guidance | None) -> HookReply:
         """Context up to ``correct``; a block (which replaces the output) from ``replan``."""
         if guidance is None:
@@ -158,6 +201,12 @@ class GeminiDialect(Dialect):
 
     def _permission(self, inp: HookInput, verdict: str, reason: str) -> HookReply:
         return _json({"decision": "deny", "reason": reason})
+
+    def contained(self, inp: HookInput, decision: Decision, command: str) -> HookReply:
+        """Gemini replaces the call's arguments with ``tool_input``: all are sent back."""
+        if not decision.allowed:
+            return self.pre_tool(inp, decision)
+        return _json({"hookSpecificOutput": {"tool_input": {**inp.tool_input, "command": command}}})
 
     def post_tool(self, inp: HookInput, guidance: Guidance | None) -> HookReply:
         """Context up to ``correct``; a deny (which replaces the output) from ``replan``."""

@@ -53,6 +53,16 @@ class GuardLike(Protocol):
     """Everything the runner uses of ``keel.guard.Guard``."""
 
     @property
+    def root(self) -> str:
+        """The workspace root."""
+        ...
+
+    @property
+    def rewrite(self) -> bool:
+        """Whether allowed shell commands are rewritten to run inside ``keel exec``."""
+        ...
+
+    @property
     def required_gates(self) -> Sequence[str]:
         """The ``[gates] required`` commands."""
         ...
@@ -215,7 +225,13 @@ def _dispatch(
     rid, by = options.request_id, options.deadline_at - COMMIT_MARGIN
     match inp.phase:
         case "pre_tool":
-            decision = guard.decide(to_tool_call(inp), request_id=rid, commit_by=by)
+            call = to_tool_call(inp)
+            decision = guard.decide(call, request_id=rid, commit_by=by)
+            if guard.rewrite and call.kind == "exec" and decision.decision != "deny":
+                from keel.guard import contained_command
+
+                line = contained_command(guard.root, call.command or "", timeout=_timeout(inp))
+                return dialect.contained(inp, decision, line)
             return dialect.pre_tool(inp, decision)
         case "post_tool":
             result = to_tool_result(inp)
@@ -243,6 +259,14 @@ def _dispatch(
             return dialect.silence
         case _:
             assert_never(inp.phase)
+
+
+def _timeout(inp: HookInput) -> float | None:
+    """The client's own time limit of a shell call, for ``keel exec`` (Claude: ms)."""
+    value = inp.tool_input.get("timeout")
+    if inp.agent == "claude" and isinstance(value, int | float) and value > 0:
+        return min(float(value) / 1000.0, 600.0)
+    return 120.0 if inp.agent == "claude" else None
 
 
 def _note_data(inp: HookInput) -> dict[str, Any]:

@@ -35,6 +35,10 @@ def main(argv: list[str] | None = None) -> int:
         from keel.cli.exec import main as exec_main
 
         return exec_main(args[1:])
+    if args[:1] == ["wrap"]:
+        from keel.cli.wrap import main as wrap_main
+
+        return wrap_main(args[1:])
     try:
         fast = _fast_policy_check(args)
     except Exception as exc:

@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "monitor",
     "hook",
     "hookd",
+    "wrap",
     "demo",
 )
 

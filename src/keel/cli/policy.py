@@ -51,10 +51,20 @@ def check(
     write: Annotated[str | None, typer.Option("--write", help="Judge writing this path.")] = None,
     url: Annotated[str | None, typer.Option("--url", help="Judge fetching this URL.")] = None,
     workspace: WorkspaceOpt = None,
+    contained: Annotated[
+        bool,
+        typer.Option(
+            "--contained/--uncontained",
+            help="Judge as when allowed shell commands run inside `keel exec` (--contained), "
+            "or as the text policy alone, with no sandbox behind it (--uncontained, the default).",
+        ),
+    ] = False,
 ) -> None:
     """Print the decision (allow, ask or deny) with its rule, reason and suggestion.
 
-    Exit 0 whatever the decision; 2 for bad usage or an invalid config.
+    By default the text policy is judged alone (--uncontained), as the hooks judge where no
+    sandbox contains what they allow. Exit 0 whatever the decision; 2 for bad usage or an
+    invalid config.
     """
     from keel.policy._fast import CheckRequest, run_check
 
@@ -82,6 +92,7 @@ def check(
         preset=preset,
         config=str(config) if config else None,
         workspace=str(root),
+        contained=contained,
     )
     code = run_check(request, sys.stdout, sys.stderr)
     raise typer.Exit(code)

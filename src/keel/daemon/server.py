@@ -44,6 +44,8 @@ from keel.hookpath import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from keel.adapters.protocol import HookInput
     from keel.guard import Guard
     from keel.journal import SQLiteJournal
@@ -159,12 +161,12 @@ def _write_record(keel_dir: Path) -> None:
 class _State:
     """What the accept loop and the request threads share."""
 
-    def __init__(self, now: float, root: Path) -> None:
+    def __init__(self, now: float, root: Path, *, inside_sandbox: bool = False) -> None:
         self.last = now
         self.busy = 0
         self.stop = False
         self.lock = threading.Lock()
-        self.guards = _Guards(root)
+        self.guards = _Guards(root, inside_sandbox=inside_sandbox)
 
     def close(self) -> None:
         self.guards.close()
@@ -173,8 +175,9 @@ class _State:
 class _Guards:
     """One journal connection and one guard per session, kept while they are current."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, inside_sandbox: bool = False) -> None:
         self.root = root
+        self.inside_sandbox = inside_sandbox
         self.journal: SQLiteJournal | None = None
         self.journal_inode: int | None = None
         self.guards: dict[tuple[str, str], tuple[tuple[object, ...] | None, Guard]] = {}
@@ -197,6 +200,7 @@ class _Guards:
                 agent=inp.agent,
                 journal=journal,
                 wait_until=deadline_at,
+                inside_sandbox=self.inside_sandbox,
             )
             self.guards.pop(key, None)
             self.guards[key] = (stamp, guard)
@@ -279,6 +283,47 @@ def _still_ours(path: Path, inode: int) -> bool:
 
 def _connection(conn: socket.socket, state: _State) -> None:
     try:
+        serve_connection(conn, state)
+    finally:
+        with state.lock:
+            state.busy -= 1
+            state.last = time.monotonic()
+
+
+class Service:
+    """One workspace's hook service state, for another front end (``keel wrap``)."""
+
+    def __init__(self, root: Path, *, inside_sandbox: bool = False) -> None:
+        """The guards and journal of ``root``; ``inside_sandbox`` as in ``Guard.open``."""
+        preload()
+        _code_changed()  # remember the sources as loaded
+        self.state = _State(time.monotonic(), root.resolve(), inside_sandbox=inside_sandbox)
+
+    @property
+    def stopped(self) -> bool:
+        """True once the service should end (keel's code changed)."""
+        return self.state.stop
+
+    def serve(
+        self,
+        conn: socket.socket,
+        rewrite: Callable[[list[bytes]], list[bytes]] | None = None,
+    ) -> None:
+        """Answer the one request on ``conn`` (``rewrite`` may adjust its fields first)."""
+        serve_connection(conn, self.state, rewrite)
+
+    def close(self) -> None:
+        """Close the journal and drop the guards."""
+        self.state.close()
+
+
+def serve_connection(
+    conn: socket.socket,
+    state: _State,
+    rewrite: Callable[[list[bytes]], list[bytes]] | None = None,
+) -> None:
+    """Read one relayed request from ``conn`` (same uid only) and send its answer."""
+    try:
         with conn:
             conn.settimeout(60)
             if not _same_user(conn):
@@ -286,13 +331,11 @@ def _connection(conn: socket.socket, state: _State) -> None:
             fields = _receive(conn)
             if fields is None:
                 return
+            if rewrite is not None:
+                fields = rewrite(fields)
             conn.sendall(netstrings(_respond(fields, state)))
     except OSError:
         pass
-    finally:
-        with state.lock:
-            state.busy -= 1
-            state.last = time.monotonic()
 
 
 def _same_user(conn: socket.socket) -> bool:

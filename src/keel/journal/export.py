@@ -43,7 +43,6 @@ from keel.events import (
 )
 
 ExportFormat = Literal["jsonl", "otlp-json"]
-EXPORT_FORMATS: tuple[ExportFormat, ...] = ("jsonl", "otlp-json")
 
 SPAN_KIND_INTERNAL = 1
 STATUS_CODE_ERROR = 2

@@ -34,7 +34,7 @@ import shlex
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from keel.calls import ToolKind, tool_kind
 from keel.errors import KeelError, PayloadError, UserError
@@ -43,7 +43,6 @@ from keel.monitor._text import relative_to
 from keel.patchtext import patch_paths
 
 ScanFormat = Literal["keel", "claude", "codex", "mini-swe-agent", "swe-agent"]
-SCAN_FORMATS: tuple[ScanFormat, ...] = get_args(ScanFormat)
 
 _SWE_READS = frozenset(
     {"open", "goto", "scroll_up", "scroll_down", "search_file", "search_dir", "find_file"}

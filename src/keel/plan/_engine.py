@@ -405,7 +405,7 @@ class PlanEngine:
         findings = self.validation.commitment_findings(step.id)
         committer = Committer(
             self.workspace,
-            self._guard().decide if self.policy is not None else None,
+            (lambda call: self._guard().decide(call)) if self.policy is not None else None,
             self.policy,
             self.exec_sandbox,
             self.config,

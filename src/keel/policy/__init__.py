@@ -11,7 +11,15 @@ and ``dataclasses``) is loaded on first access, so the fast path never pays for 
 Rule ids are stable: ``constraint.<id>`` (a constraint's ``id``, else its 0-based index),
 ``input.*``, ``risk.*``, ``path.*``, ``network.*``, ``parse.*``, ``config.allow|ask|deny``,
 ``preset.<name>.allow|ask|deny|no_writes``, ``default.ask|deny``, ``command.empty``,
-``call.no_path`` and ``internal_error``.
+``call.no_path`` and ``internal_error``. Among them: ``path.control`` (keel's control files,
+at any depth), ``path.created_in_line`` (a write through a path the same line creates),
+``risk.runs_program`` (an option that runs another program), ``risk.env_injection`` and
+``risk.path_override`` (variables that inject programs), ``network.env_override``,
+``parse.arithmetic``, ``parse.cdpath``, ``risk.shared_history``, ``risk.git_push_delete``,
+``risk.git_stash_all``.
+
+A policy is *contained* when every command it allows runs inside ``keel exec``
+(``Policy.for_root(..., contained=True)``); see ``keel.policy._core`` for what that changes.
 """
 
 from __future__ import annotations

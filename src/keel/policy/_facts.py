@@ -117,6 +117,8 @@ def _read(engine: Engine, line: str, cwd: str | None) -> CommandFacts:
     if not line.strip():
         return CommandFacts(read_only, (), False, False, (), ())
     written = tuple(engine.written_paths(line, cwd))
+    if engine.contained:  # a contained command's /tmp is its own, gone when it ends
+        written = tuple(p for p in written if not (p == "/tmp" or p.startswith("/tmp/")))
     parsed = engine._parse(line, cwd)  # the parse is_read_only made: the engine keeps it
     cmds = parsed.cmds
     words = tuple(tuple(w or "" for w in c.argv) for c in cmds if c.argv)

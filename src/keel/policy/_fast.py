@@ -4,6 +4,11 @@
 anything it does not understand (``--help``, an unknown option), which the caller hands to
 the typer application instead. The typer command calls ``run_check`` too, so both paths
 print the same thing.
+
+``--uncontained`` (the default) judges as the text policy alone, the way the hooks judge when
+no sandbox contains what they allow; ``--contained`` judges as they do when every allowed
+shell command runs inside ``keel exec`` (fewer questions about running project code,
+installs, local git work and reads outside the workspace).
 """
 
 from __future__ import annotations
@@ -19,13 +24,11 @@ if TYPE_CHECKING:
     from keel.decision import Decision
     from keel.guard import Guard
 
-KINDS = ("command", "read", "write", "url")
-
 
 class CheckRequest:
     """What to check and how to print it."""
 
-    __slots__ = ("as_json", "config", "kind", "preset", "value", "workspace")
+    __slots__ = ("as_json", "config", "contained", "kind", "preset", "value", "workspace")
 
     def __init__(
         self,
@@ -36,6 +39,7 @@ class CheckRequest:
         preset: str | None = None,
         config: str | None = None,
         workspace: str | None = None,
+        contained: bool = False,
     ) -> None:
         self.kind = kind
         self.value = value
@@ -43,10 +47,8 @@ class CheckRequest:
         self.preset = preset
         self.config = config
         self.workspace = workspace
-
-
-class _Usage(Exception):
-    pass
+        self.contained = contained
+        """Judge as if the command ran inside ``keel exec`` (default: the text policy alone)."""
 
 
 def parse_check_args(args: list[str], workspace: str | None = None) -> CheckRequest | str | None:
@@ -56,6 +58,7 @@ def parse_check_args(args: list[str], workspace: str | None = None) -> CheckRequ
         "preset": None,
         "config": None,
         "workspace": workspace,
+        "contained": False,
     }
     targets: dict[str, str] = {}
     words: list[str] = []
@@ -69,8 +72,10 @@ def parse_check_args(args: list[str], workspace: str | None = None) -> CheckRequ
             words = args[i:]
             break
         name, eq, inline = a.partition("=")
-        if name == "--json" and not eq:
-            opts["as_json"] = True
+        flag = {"--json": ("as_json", True), "--contained": ("contained", True),
+                "--uncontained": ("contained", False)}.get(name)  # fmt: skip
+        if flag is not None and not eq:
+            opts[flag[0]] = flag[1]
             i += 1
             continue
         key = {
@@ -167,7 +172,8 @@ def _guard(request: CheckRequest) -> Guard:
         what = "does not exist" if not os.path.exists(root) else "is not a directory"
         raise UsageError(f"workspace {request.workspace!r} {what}", code="usage.workspace")
     config = config_view(root, request.preset, config_file=request.config)
-    policy = Policy.from_config(config, root, source=config_source(root, request.config))
+    source = config_source(root, request.config)
+    policy = Policy.from_config(config, root, source=source, contained=request.contained)
     return Guard(root, config, policy, "policy-check", "keel")
 
 

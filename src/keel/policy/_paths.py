@@ -89,9 +89,9 @@ def decodings(text: str) -> list[str]:
 
 
 def variants(text: str) -> list[str]:
-    """Every form of ``text`` worth judging (decoded, backslash, params, NFKC)."""
+    """Every form of ``text`` worth judging (decoded, backslash, params, NFKC, ``file:`` URL)."""
     forms: list[str] = []
-    for d in decodings(text):
+    for d in [*decodings(text), *_file_url(text)]:
         for v in (d, d.replace("\\", "/")):
             for w in (v, re.sub(_PARAMS, "", v) if ";" in v else v):
                 if w not in forms:
@@ -105,6 +105,18 @@ def variants(text: str) -> list[str]:
                 if m not in forms:
                     forms.append(m)
     return forms
+
+
+def _file_url(text: str) -> list[str]:
+    """The path of a ``file:`` URL (``file:///etc/passwd``, ``file://localhost/x``), decoded."""
+    if text[:5].lower() != "file:":
+        return []
+    rest = text[5:]
+    if rest.startswith("//"):
+        rest = rest[2:]
+        host, slash, path = rest.partition("/")
+        rest = slash + path if host.lower() in ("", "localhost") else "//" + rest
+    return decodings(rest)
 
 
 def expand_home(path: str, home: str) -> str:

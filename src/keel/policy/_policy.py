@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, assert_never
 
 from keel.calls import ToolCall
 from keel.decision import Decision
 from keel.patchtext import patch_paths
-from keel.policy._core import Engine, with_suggestion, worst
+from keel.policy._core import Engine
 from keel.policy._facts import CONSERVATIVE, CommandFacts, read_facts
+from keel.policy._ruling import NO_VERDICT, Ruling, with_suggestion, worst
 from keel.policy._snapshot import default_snapshot, snapshot_from_config
 
+TYPE_CHECKING = False  # typing and pathlib cost ~6 ms on the `keel policy check` path
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
+    from typing import Any, Literal
 
-    from keel.policy._core import Verdict
     from keel.settings import Settings
 
-PathOp = Literal["read", "write", "edit"]
+    PathOp = Literal["read", "write", "edit"]
 _FACTS_CAP = 128
 """Command lines whose facts a policy remembers (the guard and the monitor ask in turn)."""
 
@@ -42,14 +43,28 @@ class Policy:
 
     @classmethod
     def from_config(
-        cls, config: Settings, root: str | os.PathLike[str], *, source: str | None = None
+        cls,
+        config: Settings,
+        root: str | os.PathLike[str],
+        *,
+        source: str | None = None,
+        contained: bool = False,
     ) -> Policy:
-        """The policy of ``config`` (read from ``source``) for the workspace at ``root``."""
-        return cls(Engine(snapshot_from_config(config, source), os.fspath(root)))
+        """The policy of ``config`` (read from ``source``) for the workspace at ``root``.
+
+        ``contained``: the commands it allows will run inside ``keel exec``.
+        """
+        snapshot = snapshot_from_config(config, source)
+        return cls(Engine(snapshot, os.fspath(root), contained=contained))
 
     @classmethod
     def for_root(
-        cls, root: Path, *, preset: str | None = None, config_file: Path | None = None
+        cls,
+        root: str | os.PathLike[str],
+        *,
+        preset: str | None = None,
+        config_file: str | os.PathLike[str] | None = None,
+        contained: bool = False,
     ) -> Policy:
         """The policy of ``root``'s keel.toml (or ``config_file``), through the config cache.
 
@@ -59,14 +74,20 @@ class Policy:
         """
         from keel._configview import config_source, config_view
 
-        config = config_view(root, preset, config_file=config_file)
-        return cls.from_config(config, root, source=config_source(root, config_file))
+        config = config_view(os.fspath(root), preset, config_file=config_file)
+        source = config_source(os.fspath(root), config_file)
+        return cls.from_config(config, root, source=source, contained=contained)
 
     @classmethod
-    def for_preset(cls, preset: str, root: Path) -> Policy:
-        """The embedded defaults of ``preset``, ignoring any keel.toml."""
+    def for_preset(
+        cls, preset: str, root: str | os.PathLike[str], *, contained: bool = False
+    ) -> Policy:
+        """The embedded defaults of ``preset``, ignoring any keel.toml.
+
+        ``contained``: the commands it allows will run inside ``keel exec``.
+        """
         _check_preset(preset)
-        return cls(Engine(default_snapshot(preset), str(root)))
+        return cls(Engine(default_snapshot(preset), os.fspath(root), contained=contained))
 
     @property
     def preset(self) -> str:
@@ -74,8 +95,15 @@ class Policy:
         return self._engine.preset
 
     @property
+    def contained(self) -> bool:
+        """Whether what this policy allows runs inside ``keel exec``."""
+        return self._engine.contained
+
+    @property
     def root(self) -> Path:
         """The workspace root."""
+        from pathlib import Path
+
         return Path(self._engine.root)
 
     def check_command(self, line: str, cwd: str | None = None) -> Decision:
@@ -98,7 +126,7 @@ class Policy:
         """Judge a tool call by its kind; patches are judged by every path they touch."""
         return _guard(lambda: self._call(call))
 
-    def _call(self, call: ToolCall) -> Verdict:
+    def _call(self, call: ToolCall) -> Ruling:
         engine = self._engine
         match call.kind:
             case "exec":
@@ -110,28 +138,23 @@ class Policy:
                         "unparseable", "call.no_path", f"{call.tool} names no file", None
                     )
                 op = "read" if call.kind == "read" else "write"
-                return worst([engine.check_path(p, op, call.cwd) for p in paths]) or (
-                    "deny",
-                    "internal_error",
-                    "",
-                    None,
-                )
+                return worst([engine.check_path(p, op, call.cwd) for p in paths]) or NO_VERDICT
             case "network" if call.url:
                 return engine.check_url(call.url)
             case "network" | "mcp" | "other":
                 # a web search has no URL, so no host to allowlist: judged by name, like a
                 # tool keel does not know
-                verdict = engine.tier([call.tool])
-                if verdict[1].startswith("default."):
-                    return (
-                        verdict[0],
-                        verdict[1],
+                verdict = engine.tier([call.tool], tool=True)
+                if verdict.rule.startswith("default."):
+                    return Ruling(
+                        verdict.decision,
+                        verdict.rule,
                         f"{call.kind} tool {call.tool!r} is not on an allow list",
                         "add it to [policy] allow in keel.toml",
                     )
                 return verdict
             case _:
-                assert_never(call.kind)
+                raise AssertionError(f"unknown tool kind {call.kind!r}")
 
     def is_read_only(self, line: str, cwd: str | None = None) -> bool:
         """True only if every simple command of ``line`` certainly changes no file.
@@ -167,6 +190,8 @@ class Policy:
     def written_paths(self, line: str) -> list[Path]:
         """Files a command line writes: redirects, tee, sed -i, cp, mv, rm, touch, chmod, ln..."""
         try:
+            from pathlib import Path
+
             return [Path(p) for p in self._engine.written_paths(line)]
         except Exception:
             return []
@@ -189,7 +214,7 @@ def _check_preset(preset: str | None) -> None:
     check_preset(preset)
 
 
-def _guard(check: Callable[[], Verdict]) -> Decision:
+def _guard(check: Callable[[], Ruling]) -> Decision:
     try:
         decision, rule, reason, suggestion = with_suggestion(check())
     except Exception as exc:  # fail closed: a bug in a rule must never allow

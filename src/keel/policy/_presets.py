@@ -1,10 +1,12 @@
 """The embedded presets: plain data, so a check needs neither a parser nor a schema to load them.
 
-Command patterns are argv prefixes, one string per word, each word an ``fnmatch`` glob; a
-last word ``$`` anchors the end (``git branch $`` is the bare listing only).
+Command patterns are words, each an ``fnmatch`` glob. Allow patterns are argv prefixes (a last
+word ``$`` anchors the end: ``git branch $`` is the bare listing only); ask and deny patterns
+match whatever the order of options (see ``keel.policy._match``).
 Within one tier deny beats ask beats allow; the config's own patterns form the tier above
 the preset's, so a reviewed ``keel.toml`` can allow what a preset asks about, but never
-what a risk, path, network or constraint rule denies.
+what a risk, path, network or constraint rule denies. ``contained_allow`` is added to a
+preset's allow list when the commands it allows run inside ``keel exec``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
         ask: tuple[str, ...]
         deny: tuple[str, ...]
         network: tuple[str, ...]
+        contained_allow: tuple[str, ...]
         read_outside: tuple[str, ...]
         unknown: str
         unparseable: str
@@ -383,6 +386,7 @@ DEVELOPER_ASK: tuple[str, ...] = (
     "git stash pop*",
     "git switch --discard-changes*",
     "git switch -C*",
+    "git checkout -B*",
     "git switch -f*",
     "git switch --force*",
     "git fetch --prune*",
@@ -398,6 +402,79 @@ DEVELOPER_ASK: tuple[str, ...] = (
     "cargo run --release*",
     "git add -f*",
     "git add --force*",
+    "git stash -u*",
+    "git stash --include-untracked*",
+)
+
+# Contained (keel exec), the developer preset also runs project code, installs through the
+# proxy, deletes inside the workspace and works on local git history. Risk, path, network and
+# control-file rules still apply to each of these.
+CONTAINED_ALLOW: tuple[str, ...] = (
+    "python",
+    "pypy",
+    "pypy3",
+    "node",
+    "nodejs",
+    "deno run",
+    "deno task",
+    "bun",
+    "ruby",
+    "perl",
+    "php",
+    "bash",
+    "sh",
+    "./*",
+    "pip install",
+    "pip download",
+    "pip wheel",
+    "pip uninstall",
+    "python -m pip install",
+    "python -m pip download",
+    "python -m venv",
+    "uv pip install",
+    "uv sync",
+    "uv add",
+    "uv run",
+    "uv venv",
+    "poetry install",
+    "poetry run",
+    "pipenv install",
+    "npm install",
+    "npm i",
+    "npm ci",
+    "npm exec",
+    "npx",
+    "yarn",
+    "pnpm install",
+    "pnpm i",
+    "pnpm add",
+    "pnpm exec",
+    "bundle install",
+    "bundle exec",
+    "cargo",
+    "go",
+    "mvn",
+    "gradle",
+    "./gradlew",
+    "cmake",
+    "ninja",
+    "meson",
+    "rm",
+    "rmdir",
+    "ln",
+    "patch",
+    "tar",
+    "unzip",
+    "git checkout",
+    "git switch",
+    "git restore",
+    "git merge",
+    "git rebase",
+    "git cherry-pick",
+    "git revert",
+    "git pull",
+    "git apply",
+    "git worktree add",
 )
 
 NETWORK_DEVELOPER: tuple[str, ...] = (
@@ -415,6 +492,38 @@ NETWORK_DEVELOPER: tuple[str, ...] = (
     "proxy.golang.org",
     "sum.golang.org",
 )
+
+# keel's control set: never written by an agent, at any depth (keel exec keeps the same set
+# read-only). Matched case-insensitively; [sandbox] read_only adds to it.
+CONTROL: tuple[str, ...] = (
+    "**/keel.toml",
+    "**/.keel",
+    "**/.keel/**",
+    "**/.claude",
+    "**/.claude/**",
+    "**/.codex",
+    "**/.codex/**",
+    "**/.gemini",
+    "**/.gemini/**",
+    "**/.git",
+    "**/.git/hooks",
+    "**/.git/hooks/**",
+    "**/.git/config",
+    "**/.git/config.worktree",
+    "**/.git/modules/**/hooks",
+    "**/.git/modules/**/hooks/**",
+    "**/.git/modules/**/config",
+    "**/.git/worktrees/*/config.worktree",
+)
+CONTROL_CI: tuple[str, ...] = (
+    "**/.github/workflows",
+    "**/.github/workflows/**",
+    "**/.pre-commit-config.yaml",
+    "**/.husky",
+    "**/.husky/**",
+)
+"""CI and pre-commit configuration: part of the control set unless ``[sandbox] protect_ci``
+is off."""
 
 PROTECTED: tuple[str, ...] = (
     ".git/**",
@@ -486,9 +595,16 @@ SECRETS: tuple[str, ...] = (
     "**/id_dsa*",
     "**/*.pem",
     "**/.git-credentials",
+    "**/.netrc",
+    "**/.pgpass",
+    "**/.pypirc",
+    "**/*.p12",
+    "**/*.pfx",
     "/proc/*/environ",
     "/proc/self/environ",
 )
+WORKSPACE_SECRETS: tuple[str, ...] = tuple(g for g in SECRETS if g.startswith("**/"))
+"""The secret globs that apply inside a workspace (``.env``, keys...): probes refuse them too."""
 SECRET_EXCEPTIONS: tuple[str, ...] = (
     "**/.env.example",
     "**/.env.sample",
@@ -500,8 +616,9 @@ SECRET_EXCEPTIONS: tuple[str, ...] = (
 _STRICT: PresetData = {
     "allow": INSPECT,
     "ask": (),
-    "deny": (),
+    "deny": INSPECT_ASK,
     "network": (),
+    "contained_allow": (),
     "read_outside": (),
     "unknown": "deny",
     "unparseable": "deny",
@@ -515,6 +632,7 @@ PRESETS: dict[str, PresetData] = {
         "ask": DEVELOPER_ASK,
         "deny": (),
         "network": NETWORK_DEVELOPER,
+        "contained_allow": CONTAINED_ALLOW,
         "read_outside": READ_OUTSIDE_DEVELOPER,
         "unknown": "ask",
         "unparseable": "ask",
@@ -522,6 +640,6 @@ PRESETS: dict[str, PresetData] = {
         "file_writes": True,
     },
     "strict": _STRICT,
-    "readonly": {**_STRICT, "unknown": "ask", "file_writes": False},
+    "readonly": {**_STRICT, "ask": INSPECT_ASK, "deny": (), "unknown": "ask", "file_writes": False},
 }
 """Per preset: command tiers, network hosts, readable outside globs, verdicts, write switches."""

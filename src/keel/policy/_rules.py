@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 
-from keel.policy._shell import ENV_RISKS, SHELLS, Cmd
+from keel.policy._shell import SHELLS, Cmd
+from keel.policy._url import BAD, is_url, url_host_ports, url_hosts
 
 FETCHERS = frozenset(
     [
@@ -106,6 +107,11 @@ READERS = frozenset(
         "unzip",
     ]
 )
+METADATA_READERS = frozenset(
+    ["ls", "stat", "file", "du", "wc", "md5sum", "sha1sum", "sha256sum", "sha512sum", "cksum",
+     "readlink", "realpath", "cd", "pushd", "tree"]
+)  # fmt: skip
+"""Readers that show no file content (names, sizes, hashes): they may name a secret."""
 PATTERN_FIRST = frozenset(
     ["grep", "egrep", "fgrep", "rg", "ag", "ack", "zgrep", "awk", "gawk", "mawk", "sed", "jq"]
 )
@@ -139,7 +145,7 @@ _CODE_RISK: dict[str, str] = {
         r"\beval\b|unlink|file_put_contents|curl_"
     ),
     "lua": r"os\.execute|io\.popen|socket|os\.remove",
-    "awk": r"system\s*\(|\|\s*getline|\|&|/inet/",
+    "awk": r"system\s*\(|\|\s*getline|\|&|/inet/|\bprintf?\b[^;}]*\|",
 }
 _CODE_FLAGS = {
     "python": ("c",),
@@ -379,14 +385,32 @@ def _git_risks(name: str, args: list[str | None]) -> list[Risk]:
         return [
             (
                 "risk.git_clean",
-                "git clean -fdx deletes untracked and ignored files",
+                "git clean -fdx deletes untracked and ignored files (.keel/ among them)",
                 "delete the specific files you mean, or run git clean -n first",
             )
         ]
-    if sub == "push" and (
+    if sub == "stash" and ("--all" in words or ("a" in flags and words[:1] != ["list"])):
+        return [
+            (
+                "risk.git_stash_all",
+                "git stash --all stashes and removes ignored files: .keel/ with the journal",
+                "use git stash (tracked changes only)",
+            )
+        ]
+    if sub == "push":
+        return _push_risks(rest, words, flags)
+    if sub in ("filter-branch", "filter-repo") or (sub == "reflog" and "expire" in words):
+        return [("risk.history_rewrite", f"git {sub} rewrites history", "ask a person to do this")]
+    return []
+
+
+def _push_risks(rest: list[str | None], words: list[str], flags: str) -> list[Risk]:
+    """Force pushes (any spelling, any order) and deleting remote branches."""
+    refspecs = positional(rest, frozenset({"--repo", "-o", "--push-option", "--receive-pack"}))[1:]
+    if (
         "f" in flags
         or any(w.startswith(("--force", "--mirror")) for w in words)
-        or any(w.startswith("+") for w in words)
+        or any(r is not None and r.startswith("+") for r in refspecs)
     ):
         return [
             (
@@ -395,10 +419,19 @@ def _git_risks(name: str, args: list[str | None]) -> list[Risk]:
                 "push without --force, or ask a person",
             )
         ]
-    if sub in ("filter-branch", "filter-repo") or (sub == "reflog" and "expire" in words):
-        return [("risk.history_rewrite", f"git {sub} rewrites history", "ask a person to do this")]
-    if sub is None and any(a is None for a in args):
-        return []
+    if (
+        "d" in flags
+        or "--delete" in words
+        or "--prune" in words
+        or any(r is not None and r.startswith(":") for r in refspecs)
+    ):
+        return [
+            (
+                "risk.git_push_delete",
+                "deletes branches or tags on the remote",
+                "ask a person to delete remote branches",
+            )
+        ]
     return []
 
 
@@ -433,17 +466,6 @@ def _system_risks(
                 "change the mode of the specific files you mean",
             )
         )
-    env_args = [w.split("=", 1)[0] for w in words] if name == "env" else []
-    for var in [n for n, _ in cmd.assigns] + env_args:
-        if var in ENV_RISKS or var in (
-            "LD_PRELOAD",
-            "LD_LIBRARY_PATH",
-            "LD_AUDIT",
-            "BASH_ENV",
-            "ENV",
-            "PROMPT_COMMAND",
-        ):
-            out.append(("risk.env_injection", f"{var} injects code into every program", "do not"))
     return out
 
 
@@ -458,11 +480,11 @@ def is_recursive_delete(name: str, args: list[str | None]) -> bool:
 def reads(name: str, args: list[str | None]) -> list[str | None]:
     """Arguments read as files; other path-looking arguments are judged by the engine."""
     if name in PATTERN_FIRST:
-        pos = positional(
-            args, frozenset({"-e", "-f", "-m", "-A", "-B", "-C", "-g", "-t", "--type"})
-        )
+        values = _VALUE_OPTIONS.get(name, _DEFAULT_VALUES) | {"-e", "-f", "--regexp", "--file"}
+        pos = positional(args, values)
         explicit = any(a in ("-e", "-f", "--regexp", "--file") for a in args)
-        return pos if explicit else pos[1:]
+        files = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-f", "--file")]
+        return files + (pos if explicit else pos[1:])
     if name in READERS:
         return positional(args, frozenset({"-n", "-c", "-t", "-S", "-o", "-d", "-L", "-I"}))
     return []
@@ -498,7 +520,7 @@ def writes(name: str, args: list[str | None]) -> list[str | None]:
             targets = _target_dir(args)
             if targets:
                 return targets
-            p = pos(args, frozenset({"-t", "-S", "-m", "-o", "-g", "--suffix", "-e", "-P"}))
+            p = pos(args, _COPY_VALUES.get(name, frozenset()))
             if name == "ln" and len(p) == 1:
                 return ["."]
             last = p[-1:] if len(p) > 1 else []
@@ -547,18 +569,30 @@ def writes(name: str, args: list[str | None]) -> list[str | None]:
             d = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "-d"]
             return d or ["."]
         case "find":
-            actions = ("-delete", "-fprint", "-fprint0", "-fprintf", "-fls")
-            return [None] if any(a in actions for a in args) else []
-        case "patch" | "git-apply":
+            out = [args[i + 1] for i, a in enumerate(args[:-1]) if a in _FIND_FILES]
+            return out + ([None] if "-delete" in args else [])
+        case "git-apply":
             return [None]
         case "git":
             out = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("--output", "-o")]
-            return out + [a.split("=", 1)[1] for a in args if a and a.startswith("--output=")]
+            out += [a.split("=", 1)[1] for a in args if a and a.startswith("--output=")]
+            return out + git_writes(args)
         case "awk" | "gawk" | "mawk" | "nawk":
             prog = positional(args, frozenset({"-f", "-v", "-F"}))
             return [None] if prog and (prog[0] is None or re.search(_AWK_WRITE, prog[0])) else []
         case _:
             return []
+
+
+_COPY_VALUES: dict[str, frozenset[str]] = {
+    "cp": frozenset({"-t", "-S", "--suffix"}),
+    "ln": frozenset({"-t", "-S", "--suffix"}),
+    "install": frozenset({"-t", "-S", "-m", "-o", "-g", "--suffix", "--mode", "--owner"}),
+    "rsync": frozenset({"-e", "--rsh", "-f", "--filter", "--exclude", "--include", "-B", "-T",
+                        "--temp-dir", "--rsync-path", "--chmod", "--log-file", "--port"}),
+    "scp": frozenset({"-P", "-i", "-o", "-F", "-S", "-c", "-l", "-J"}),
+}  # fmt: skip
+"""Options of the copying commands that take a value (so the value is not a file)."""
 
 
 def _target_dir(args: list[str | None]) -> list[str | None]:
@@ -567,7 +601,22 @@ def _target_dir(args: list[str | None]) -> list[str | None]:
 
 
 _AWK_WRITE = r"print[f]?[^;}]*>|\bfflush\b|\bclose\s*\("
-_SED_WRITE = r"(^|[;}\n/])\s*[weWR]\s*\S|/[gpIiMme0-9]*[we]\s*\S"
+_FIND_FILES = frozenset({"-fprint", "-fprint0", "-fprintf", "-fls"})
+
+
+def sed_scripts(args: list[str | None]) -> list[str | None]:
+    """The scripts of a sed command: ``-e``/``--expression`` values, else the first operand."""
+    out: list[str | None] = []
+    for i, a in enumerate(args):
+        if a in ("-e", "--expression"):
+            out.append(args[i + 1] if i + 1 < len(args) else None)
+        elif a is not None and a.startswith("--expression="):
+            out.append(a.split("=", 1)[1])
+        elif a is not None and a.startswith("-e") and len(a) > 2 and not a.startswith("--"):
+            out.append(a[2:])
+    if out or any(a in ("-f", "--file") for a in args):
+        return out
+    return positional(args, frozenset({"-l"}))[:1]
 
 
 def _sed_writes(args: list[str | None]) -> list[str | None]:
@@ -579,39 +628,210 @@ def _sed_writes(args: list[str | None]) -> list[str | None]:
         )
         for a in args
     )
-    script = positional(args, frozenset({"-l"}))[:1]
-    scripts = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-e", "--expression")]
-    if any(t is None or re.search(_SED_WRITE, t) for t in scripts or script):
-        return [None]
+    out: list[str | None] = []
+    from keel.policy._tools import sed_script
+
+    for script in sed_scripts(args):
+        if script is None:
+            out.append(None)
+            continue
+        facts = sed_script(script)
+        out.extend(facts.writes if facts.understood else (None,))
     if not in_place:
-        return []
+        return out
     explicit = any(a in ("-e", "-f", "--expression", "--file") for a in args)
     pos = positional(args, frozenset({"-e", "-f", "--expression", "--file", "-l"}))
-    return pos if explicit else pos[1:]
+    return out + (pos if explicit else pos[1:])
+
+
+def git_writes(args: list[str | None]) -> list[str | None]:
+    """Files a git command writes or removes in the work tree or in a git directory.
+
+    ``git config`` (setting a key) writes ``.git/config`` (or ``--file``, ``--global``...);
+    ``checkout``/``restore`` overwrite their pathspecs; ``rm`` and ``mv`` remove or move theirs;
+    ``clone``, ``worktree add`` and ``submodule add`` create their directory. Paths are
+    relative to ``-C`` directories, as git takes them.
+    """
+    sub, rest = git_subcommand(args)
+    base = _git_base(args)
+    match sub:
+        case "config":
+            targets = _git_config_writes(rest, args)
+        case "checkout" | "restore":
+            targets = positional(
+                rest,
+                frozenset(
+                    {"-s", "--source", "-b", "-B", "--orphan", "--conflict", "--pathspec-from-file"}
+                ),
+            )
+        case "rm" | "mv" | "clean":
+            targets = positional(rest)
+        case "clone":
+            pos = positional(
+                rest,
+                frozenset(
+                    {
+                        "-o",
+                        "--origin",
+                        "-b",
+                        "--branch",
+                        "--depth",
+                        "-j",
+                        "--reference",
+                        "-c",
+                        "--config",
+                    }
+                ),
+            )
+            targets = pos[1:2]
+        case "worktree" | "submodule":
+            pos = positional(rest, frozenset({"-b", "-B", "--reason", "--name", "--depth"}))
+            targets = pos[-1:] if pos[:1] == ["add"] and len(pos) > 1 else []
+        case _:
+            targets = []
+    return [None if t is None or base is None else _join(base, t) for t in targets]
+
+
+def _git_base(args: list[str | None]) -> str | None:
+    """The directory git runs in, relative to the command's: its ``-C`` options joined."""
+    base = ""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"):
+            value = args[i + 1] if i + 1 < len(args) else None
+            if a == "-C" and value is None:
+                return None
+            if a == "-C" and value is not None:
+                base = _join(base, value)
+            i += 2
+            continue
+        if a is None or not a.startswith("-"):
+            break
+        i += 1
+    return base
+
+
+def _join(base: str, path: str) -> str:
+    return path if not base or path.startswith(("/", "~")) else f"{base.rstrip('/')}/{path}"
+
+
+_GIT_CONFIG_READS = frozenset(
+    {"--get", "--get-all", "--get-regexp", "--get-urlmatch", "--list", "-l", "--get-color",
+     "--get-colorbool", "get", "list", "--help", "-h"}
+)  # fmt: skip
+_GIT_CONFIG_WRITES = frozenset(
+    {"--add", "--replace-all", "--unset", "--unset-all", "--rename-section",
+     "--remove-section", "-e", "--edit", "set", "unset", "edit", "rename-section",
+     "remove-section"}
+)  # fmt: skip
+
+
+def _git_config_writes(rest: list[str | None], args: list[str | None]) -> list[str | None]:
+    words = [a for a in rest if a is not None]
+    pos = positional(
+        rest, frozenset({"-f", "--file", "--blob", "--type", "--default", "--comment", "--value"})
+    )
+    writes = bool(set(words) & _GIT_CONFIG_WRITES) or (
+        not set(words) & _GIT_CONFIG_READS and len(pos) >= 2
+    )
+    if not writes and None not in rest:
+        return []
+    for i, a in enumerate(rest):
+        if a in ("-f", "--file"):
+            return [rest[i + 1] if i + 1 < len(rest) else None]
+        if a is not None and a.startswith("--file="):
+            return [a.split("=", 1)[1]]
+    if "--global" in words:
+        return ["~/.gitconfig"]
+    if "--system" in words:
+        return ["/etc/gitconfig"]
+    gitdir = [a.split("=", 1)[1] for a in args if a and a.startswith("--git-dir=")]
+    config = "config.worktree" if "--worktree" in words else "config"
+    return [f"{gitdir[-1]}/{config}" if gitdir else f".git/{config}"]
+
+
+def pattern_args(name: str, args: list[str | None]) -> set[int]:
+    """Indices of ``args`` that are patterns, programs or messages, never file names.
+
+    The search string of ``grep``/``rg``/``git grep`` (``grep -rn ".env" src`` searches for
+    the text ``.env``), the program of ``awk``/``sed``/``jq``, ``find -name`` globs and commit
+    messages.
+    """
+    if name in PATTERN_FIRST:
+        return _pattern_first(args, 0, name)
+    if name == "find":
+        names = ("-name", "-iname", "-path", "-ipath", "-regex", "-iregex", "-wholename", "-lname")
+        return {i + 1 for i, a in enumerate(args[:-1]) if a in names}
+    if name != "git":
+        return set()
+    sub, rest = git_subcommand(args)
+    offset = len(args) - len(rest)
+    if sub == "grep":
+        return _pattern_first(rest, offset, "git")
+    valued = (
+        "-m",
+        "--message",
+        "--grep",
+        "--author",
+        "--committer",
+        "-S",
+        "-G",
+        "--format",
+        "--pretty",
+    )
+    return {offset + i + 1 for i, a in enumerate(rest[:-1]) if a in valued} | {
+        offset + i for i, a in enumerate(rest) if a and a.startswith(tuple(f"{v}=" for v in valued))
+    }
+
+
+_VALUE_OPTIONS: dict[str, frozenset[str]] = {
+    "grep": frozenset({"-m", "-A", "-B", "-C", "-d", "-D", "--max-count", "--context", "--label"}),
+    "rg": frozenset({"-m", "-A", "-B", "-C", "-g", "-t", "-T", "-j", "-M", "-E", "-r", "-d",
+                     "--type", "--type-not", "--glob", "--iglob", "--max-count", "--context",
+                     "--threads", "--max-columns", "--encoding", "--replace", "--sort",
+                     "--sortr", "--ignore-file", "--max-depth", "--pre", "--pre-glob"}),
+    "awk": frozenset({"-v", "-F", "-f"}),
+    "sed": frozenset({"-l"}),
+    "jq": frozenset({"--indent", "-L", "--arg", "--argjson", "--slurpfile", "--rawfile"}),
+    "git": frozenset({"-m", "-A", "-B", "-C", "--max-depth", "--threads", "--max-count"}),
+}  # fmt: skip
+_VALUE_OPTIONS["egrep"] = _VALUE_OPTIONS["fgrep"] = _VALUE_OPTIONS["zgrep"] = _VALUE_OPTIONS["grep"]
+for _awk in ("gawk", "mawk", "nawk"):
+    _VALUE_OPTIONS[_awk] = _VALUE_OPTIONS["awk"]
+_DEFAULT_VALUES = frozenset({"-m", "-A", "-B", "-C", "-e", "-f"})
+
+
+def _pattern_first(args: list[str | None], offset: int, name: str = "grep") -> set[int]:
+    """The ``-e`` values, else the first operand, of a grep-like command."""
+    explicit = {offset + i + 1 for i, a in enumerate(args[:-1]) if a in ("-e", "--regexp")}
+    if explicit or any(a in ("-f", "--file") for a in args):
+        return explicit
+    values = _VALUE_OPTIONS.get(name, _DEFAULT_VALUES)
+    skip = False
+    for i, a in enumerate(args):
+        if skip:
+            skip = False
+        elif a is not None and a.startswith("-") and a != "-":
+            skip = a in values
+        else:
+            return {offset + i}
+    return set()
 
 
 def hosts(name: str, args: list[str | None]) -> list[str | None]:
-    """Hosts a command connects to (``None`` when only known at run time)."""
+    """Hosts a command connects to (``None`` when only known at run time, ``BAD`` unreadable)."""
     out: list[str | None] = []
-    for a in args:
-        if a is None:
-            continue
-        h = url_host(a)
-        if h is not None:
-            out.append(h)
-        if "/dev/tcp/" in a or "/dev/udp/" in a:
-            out.append(a.split("/dev/", 1)[1].split("/")[1] if a.count("/") >= 3 else None)
+    if name not in NO_PATH_ARGS:
+        for a in args:
+            if a is None:
+                continue
+            out.extend(url_host_ports(a) or ())
+            if "/dev/tcp/" in a or "/dev/udp/" in a:
+                out.append(a.split("/dev/", 1)[1].split("/")[1] if a.count("/") >= 3 else None)
     match name:
         case "curl" | "wget" | "http" | "https" | "aria2c" | "lynx" | "links" | "w3m":
-            value_opts = _CURL_ARGS if name == "curl" else _WGET_ARGS
-            for a in positional(args, value_opts):
-                if a is None:
-                    out.append(None)
-                elif "://" not in a:
-                    out.append(a.split("/", 1)[0].split(":", 1)[0].split("@")[-1].lower() or None)
-            for i, a in enumerate(args[:-1]):
-                if a in ("--url", "-x", "--proxy", "-e", "--referer") and name == "curl":
-                    out.append(url_host(args[i + 1] or "") or (args[i + 1] or None))
+            out.extend(_fetcher_hosts(name, args))
         case "ssh" | "sftp" | "telnet" | "nc" | "ncat" | "netcat" | "ftp" | "tftp" | "mosh":
             p = positional(
                 args, _SSH_ARGS if name == "ssh" else frozenset({"-p", "-w", "-s", "-i", "-q"})
@@ -626,20 +846,95 @@ def hosts(name: str, args: list[str | None]) -> list[str | None]:
                 if a is None or (m and "://" not in a):
                     out.append(m.group(1).lower() if m else None)
         case "git":
-            sub, rest = git_subcommand(args)
-            if sub in ("clone", "fetch", "pull", "push", "ls-remote", "remote", "submodule"):
-                for a in positional(rest):
-                    m = re.match(_SCP, a or "")
-                    if a is not None and m and "://" not in a:
-                        out.append(m.group(1).lower())
-        case "pip" | "uv" | "python" | "npm" | "yarn" | "pnpm":
+            out.extend(_git_hosts(args))
+        case "pip" | "uv" | "python" | "npm" | "yarn" | "pnpm" | "npx" | "bun":
             out.extend(_package_hosts(name, args))
         case _:
             pass
     return out
 
 
+def _fetcher_hosts(name: str, args: list[str | None]) -> list[str | None]:
+    out: list[str | None] = []
+    value_opts = _CURL_ARGS if name == "curl" else _WGET_ARGS
+    for a in positional(args, value_opts):
+        if a is None:
+            out.append(None)
+        elif not is_url(a):
+            out.append(a.split("/", 1)[0].split(":", 1)[0].split("@")[-1].lower() or BAD)
+    for i, a in enumerate(args[:-1]):
+        if a in _CURL_HOSTS and name == "curl":
+            value = args[i + 1]
+            out.extend((url_host_ports(value) or (value,)) if value is not None else (None,))
+    return out
+
+
+_CURL_HOSTS = frozenset(
+    {"--url", "-x", "--proxy", "-e", "--referer", "--connect-to", "--resolve", "--preproxy",
+     "--proxy1.0", "--socks4", "--socks4a", "--socks5", "--socks5-hostname", "--doh-url"}
+)  # fmt: skip
+"""curl options whose value names a host curl connects to (or connects through)."""
+_GIT_REMOTE_SUBS = frozenset({"clone", "fetch", "pull", "push", "ls-remote", "archive"})
+
+
+def _git_hosts(args: list[str | None]) -> list[str | None]:
+    """The host of the repository a git command names (never of a refspec such as a:b)."""
+    sub, rest = git_subcommand(args)
+    pos = positional(
+        rest,
+        frozenset(
+            {
+                "-o",
+                "--origin",
+                "-b",
+                "--branch",
+                "--depth",
+                "-j",
+                "--reference",
+                "--separate-git-dir",
+                "--upload-pack",
+                "--receive-pack",
+                "--repo",
+                "--remote",
+                "--jobs",
+            }
+        ),
+    )
+    repo: list[str | None] = []
+    if sub in _GIT_REMOTE_SUBS:
+        repo = pos[:1]
+        repo += [a.split("=", 1)[1] for a in rest if a and a.startswith(("--repo=", "--remote="))]
+    elif sub == "remote" and pos[:1] in (["add"], ["set-url"]):
+        repo = pos[2:3] if pos[:1] == ["add"] else pos[-1:]
+    elif sub == "submodule" and pos[:1] == ["add"]:
+        repo = pos[1:2]
+    out: list[str | None] = []
+    for a in repo:
+        if a is None:
+            out.append(None)
+            continue
+        m = re.match(_SCP, a)
+        if m and not is_url(a) and "/" not in a.split(":", 1)[0]:
+            out.append(m.group(1).lower())
+    return out
+
+
+_INDEX_OPTIONS = (
+    "-i",
+    "--index-url",
+    "--extra-index-url",
+    "--registry",
+    "--index",
+    "--default-index",
+    "--trusted-host",
+    "--find-links",
+    "-f",
+)
+_EXPLICIT_INDEX = ("-i", "--index-url", "--registry", "--default-index")
+
+
 def _package_hosts(name: str, args: list[str | None]) -> list[str | None]:
+    """Registries an install reaches: every index option's value, whatever it looks like."""
     words = [a for a in args if a is not None]
     if name == "python":
         if words[:2] != ["-m", "pip"]:
@@ -647,33 +942,40 @@ def _package_hosts(name: str, args: list[str | None]) -> list[str | None]:
         words = words[2:]
     if name == "uv" and words[:1] == ["pip"]:
         words = words[1:]
-    if not words or words[0] not in ("install", "download", "i", "add", "ci"):
-        return []
     out: list[str | None] = []
     explicit = False
-    for i, w in enumerate(words[:-1]):
-        if w in ("-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--registry"):
-            out.append(url_host(words[i + 1]))
-            explicit = explicit or w in ("-i", "--index-url", "--registry")
+    for i, w in enumerate(words):
+        option, eq, value = w.partition("=")
+        if option not in _INDEX_OPTIONS or not option.startswith("-"):
+            continue
+        if not eq:
+            value = words[i + 1] if i + 1 < len(words) else ""
+        explicit = explicit or option in _EXPLICIT_INDEX
+        out.extend(_index_hosts(option, value))
     for w in words:
-        for opt in ("--index-url=", "--extra-index-url=", "--registry=", "--find-links="):
-            if w.startswith(opt):
-                out.append(url_host(w[len(opt) :]))
-                explicit = explicit or opt in ("--index-url=", "--registry=")
-    if not explicit:
+        if "://" in w and not is_url(w):  # name @ https://host/x.whl, -egit+https://...
+            m = re.search(r"[A-Za-z][A-Za-z0-9+.\-]*://\S*", w)
+            out.extend((url_host_ports(m.group(0)) or (BAD,)) if m else (BAD,))
+    if words[:1] and words[0] in ("install", "download", "i", "add", "ci", "sync") and not explicit:
         out.extend(("registry.npmjs.org",) if name in ("npm", "yarn", "pnpm") else ("pypi.org",))
     return out
 
 
+def _index_hosts(option: str, value: str) -> list[str | None]:
+    if option == "--trusted-host":
+        return [value.split(":", 1)[0].lower() or BAD]
+    hosts = url_host_ports(value)
+    if hosts is not None:
+        return list(hosts)
+    if option in ("-f", "--find-links"):
+        return []  # a local directory of wheels: judged as a path
+    return [BAD]
+
+
 def url_host(text: str) -> str | None:
-    """The lower-cased host of ``scheme://[user@]host[:port]/...``, or ``None``."""
-    m = re.match(_URL, text.strip())
-    if not m:
-        return None
-    netloc = m.group(1).rsplit("@", 1)[-1]
-    if netloc.startswith("["):
-        return netloc[1:].split("]", 1)[0].lower()
-    return netloc.split(":", 1)[0].rstrip(".").lower() or None
+    """The WHATWG host of ``text`` if it is a URL (``BAD`` when unreadable), else ``None``."""
+    found = url_hosts(text.strip())
+    return found[0] if found else None
 
 
 _CURL_ARGS = frozenset(

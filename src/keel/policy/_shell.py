@@ -7,6 +7,13 @@ the line, ``$HOME``), marks the rest as dynamic (``None``), follows ``cd``, pipe
 redirects, here-docs, functions and substitutions, and unwraps wrappers (``sudo``, ``env``,
 ``timeout``, ``xargs``, ``bash -c``, ``eval``, ``find -exec`` ...), so every simple command
 that would run is judged on its own.
+
+What it cannot resolve it reports as an issue, never as harmless: arithmetic that evaluates a
+variable it does not know (``$((x))``, ``[[ $x -eq 1 ]]``, ``declare -i``, array subscripts:
+bash evaluates ``a[$(id)]`` inside them), backticks in an unquoted here-doc, ``~-`` and ``~N``.
+Brace expansion is done as bash does it (``cat {/etc/shadow,x}`` is two arguments), ``~+`` is
+the working directory, and assignments of variables that inject programs are reported so the
+engine can judge them.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ from __future__ import annotations
 import codecs
 import os
 import re
+
+from keel.policy import _env
 
 TYPE_CHECKING = False  # typing costs 3 ms to import on the hook path
 if TYPE_CHECKING:
@@ -46,14 +55,30 @@ RESERVED = frozenset(
         "}",
     ]
 )
-ENV_RISKS = frozenset(
-    {"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV", "PROMPT_COMMAND"}
-)
+ENV_RISKS = _env.LOADER
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "ash", "fish", "busybox", "rbash", "mksh"})
 MAX_DEPTH = 6
 _ESCAPE = r"\\(.)"
 _OBFUSCATED = r"\\[A-Za-z0-9]"
 _SECRET_VAR = r"(?i)token|secret|passw|api_?key|private_?key|credential|access_?key"
+_INTEGER = r"^\s*[-+]?(?:0[xX][0-9a-fA-F]+|\d+)\s*$"
+_IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+_ARITH_OPERATORS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
+_NUMERIC_VARS = frozenset(
+    {
+        "RANDOM",
+        "LINENO",
+        "SECONDS",
+        "BASHPID",
+        "PPID",
+        "UID",
+        "EUID",
+        "OPTIND",
+        "SRANDOM",
+        "EPOCHSECONDS",
+    }
+)
+MAX_BRACE_WORDS = 256
 _PARSER: list[Parser] = []
 
 
@@ -93,6 +118,7 @@ class Cmd:
         inner.heredoc, inner.stdin_dynamic = self.heredoc, self.stdin_dynamic
         inner.wrappers, inner.dynamic_tail = (*self.wrappers, wrapper), self.dynamic_tail
         inner.redirects = self.redirects
+        inner.assigns = list(self.assigns)
         inner.fails_line = self.fails_line
         return inner
 
@@ -100,11 +126,13 @@ class Cmd:
 class Parsed:
     """Simple commands of a line plus what could not be understood (kind, detail)."""
 
-    __slots__ = ("cmds", "issues")
+    __slots__ = ("cdpath", "cmds", "issues")
 
-    def __init__(self) -> None:
+    def __init__(self, cdpath: bool = False) -> None:
         self.cmds: list[Cmd] = []
         self.issues: list[tuple[str, str]] = []
+        self.cdpath = cdpath
+        """``CDPATH`` is set: a ``cd`` to a bare name goes somewhere only known at run time."""
 
 
 def fast_split(line: str) -> list[str] | None:
@@ -117,9 +145,12 @@ def fast_split(line: str) -> list[str] | None:
     return words
 
 
-def parse(line: str, *, cwd: str | None, home: str, depth: int = 0) -> Parsed:
-    """Every simple command of ``line``, wrappers unwrapped."""
-    out = Parsed()
+def parse(line: str, *, cwd: str | None, home: str, depth: int = 0, cdpath: bool = False) -> Parsed:
+    """Every simple command of ``line``, wrappers unwrapped.
+
+    ``cdpath``: ``CDPATH`` is set, so ``cd NAME`` may go elsewhere than ``./NAME``.
+    """
+    out = Parsed(cdpath)
     words = fast_split(line)
     if words is not None:
         cmd = Cmd(list(words), cwd)
@@ -132,8 +163,10 @@ def parse(line: str, *, cwd: str | None, home: str, depth: int = 0) -> Parsed:
         out.issues.append(("unparseable", "commands nested too deeply"))
         return out
     walker = _Walker(out, cwd, home, depth)
+    walker.cdpath = cdpath
     tree = _parser().parse(line.encode("utf-8", "surrogateescape"))
     walker.walk(tree.root_node)
+    out.cdpath = walker.cdpath
     for cmd in walker.produced_all:
         _expand(cmd, out, home, depth)
     return out
@@ -215,8 +248,10 @@ class _Walker:
         self.home = home
         self.depth = depth
         self.vars: dict[str, str | None] = {}
+        self.int_vars: set[str] = set()
         self.produced_all: list[Cmd] = []
         self.sub_names: list[str] = []
+        self.cdpath = False
 
     def issue(self, kind: str, detail: str) -> None:
         self.out.issues.append((kind, detail[:200]))
@@ -236,11 +271,12 @@ class _Walker:
                 self.assign(node)
                 return []
             case "declaration_command":
+                self.declaration(node)
+                return []
+            case "unset_command":
                 for child in node.named_children:
-                    if child.type == "variable_assignment":
-                        self.assign(child)
-                    elif child.type == "variable_name":
-                        self.vars[_text(child)] = None
+                    if child.type != "variable_name" and _text(child)[:1] != "-":
+                        self.declared_word(child)
                 return []
             case "function_definition":
                 return self.function(node)
@@ -248,6 +284,19 @@ class _Walker:
                 var = node.child_by_field_name("variable")
                 if var is not None:
                     self.vars[_text(var)] = None
+                return self.children(node)
+            case "c_style_for_statement":
+                for child in node.children:
+                    if child.type == "variable_assignment":
+                        self.assign(child)
+                    elif child.type not in ("do_group", "compound_statement"):
+                        self.arith(child, walk_subs=False)
+                return self.children(node)
+            case "compound_statement" if node.children and node.children[0].type == "((":
+                self.arith(node)
+                return []
+            case "test_command":
+                self.test_command(node)
                 return self.children(node)
             case "comment" | "heredoc_body" | "heredoc_start" | "heredoc_end":
                 return []
@@ -293,9 +342,10 @@ class _Walker:
                         (_text(name) if name else "?", self.word(value) if value else "")
                     )
                 case "command_name":
-                    cmd.argv.append(
-                        self.word(child.named_children[0]) if child.named_children else None
-                    )
+                    if child.named_children:
+                        cmd.argv.extend(self.words(child.named_children[0]))
+                    else:
+                        cmd.argv.append(None)
                 case "file_redirect" | "heredoc_redirect" | "herestring_redirect":
                     self.redirect(child, [cmd])
                 case "comment":
@@ -303,7 +353,7 @@ class _Walker:
                 case _ if child.is_named:
                     if child.type == "ERROR":
                         self.issue("unparseable", f"cannot parse near {_text(child)[:60]!r}")
-                    cmd.argv.append(self.word(child))
+                    cmd.argv.extend(self.words(child))
         cmd.sub_names = tuple(self.sub_names)
         cmd.fails_line = _fails_line(node)
         self.sub_names = saved
@@ -322,9 +372,11 @@ class _Walker:
         if target is None or target == "-":
             self.cwd = None
             return
-        if target.startswith("~") or target.startswith("$HOME"):
-            target = self.home + target.split("/", 1)[0].replace("~", "").replace("$HOME", "")
-        self.cwd = os.path.normpath(os.path.join(self.cwd, target))
+        cdpath = self.cdpath or any(var == "CDPATH" for var, _ in cmd.assigns)
+        if cdpath and not target.startswith(("/", "./", "../", "~")) and target not in (".", ".."):
+            self.cwd = None  # CDPATH may take it anywhere
+            return
+        self.cwd = resolve_dir(self.cwd, target, self.home)
 
     def redirected(self, node: Node) -> list[Cmd]:
         body = node.child_by_field_name("body")
@@ -363,21 +415,34 @@ class _Walker:
 
     def heredoc(self, node: Node, cmd: Cmd) -> None:
         body_text: str | None = ""
+        quoted = False
         for child in node.children:
-            if child.type == "heredoc_body":
-                dynamic = False
-                for part in child.named_children:
-                    if part.type in ("command_substitution", "process_substitution"):
-                        self.substitution(part)
-                        dynamic = True
-                    elif part.type in ("simple_expansion", "expansion", "arithmetic_expansion"):
-                        dynamic = True
-                body_text = None if dynamic else _text(child)
+            if child.type == "heredoc_start":
+                quoted = any(q in _text(child) for q in "'\"\\")
+            elif child.type == "heredoc_body":
+                body_text = self.heredoc_body(child, quoted)
             elif child.type in ("file_redirect", "herestring_redirect"):
                 self.redirect(child, [cmd])
             elif child.type in ("pipeline", "command", "list", "redirected_statement"):
                 self.walk(child)
         cmd.heredoc, cmd.stdin_dynamic = body_text, body_text is None
+
+    def heredoc_body(self, body: Node, quoted: bool) -> str | None:
+        """The body's text, or ``None`` when the shell expands something in it."""
+        if quoted:
+            return _text(body)
+        dynamic = False
+        for part in body.named_children:
+            if part.type in ("command_substitution", "process_substitution"):
+                self.substitution(part)
+                dynamic = True
+            elif part.type in ("simple_expansion", "expansion", "arithmetic_expansion"):
+                self.word(part)
+                dynamic = True
+        if "`" in _text(body):
+            self.issue("unparseable", "backticks in an unquoted here-doc run commands")
+            dynamic = True
+        return None if dynamic else _text(body)
 
     def pipeline(self, node: Node) -> list[Cmd]:
         produced: list[Cmd] = []
@@ -393,17 +458,98 @@ class _Walker:
             produced.extend(stage)
         return produced
 
-    def assign(self, node: Node) -> None:
+    def assign(self, node: Node, *, integer: bool = False) -> None:
         name = node.child_by_field_name("name")
         value = node.child_by_field_name("value")
         resolved = self.word(value) if value is not None else ""
-        if name is not None:
-            var = _text(name)
-            self.vars[var] = resolved
-            if var in ENV_RISKS:
-                self.issue("env_injection", f"sets {var}, which injects code into later programs")
-            elif var == "PATH":
-                self.issue("path_override", "changes PATH for the commands that follow")
+        if name is None:
+            return
+        var = _text(name)
+        if name.type == "subscript":
+            self.subscript(name)
+            var = var.split("[", 1)[0]
+        if (integer or var in self.int_vars) and not re.match(_INTEGER, resolved or ""):
+            self.issue("arithmetic", f"{var} is an integer variable: its value is evaluated")
+        self.vars[var] = resolved
+        self.note_env(var, resolved)
+
+    def note_env(self, var: str, value: str | None) -> None:
+        """Report an assignment the engine must judge (it changes what programs run)."""
+        if var == "CDPATH":
+            self.cdpath = True
+        if _env.kind(var, None) is not None:
+            self.issue("env", var if value is None else f"{var}={value}")
+
+    def declaration(self, node: Node) -> None:
+        """``declare``/``export``/``local``...: ``-i`` and ``-n`` values are evaluated."""
+        flags = "".join(
+            _text(c)[1:] for c in node.named_children if c.type == "word" and _text(c)[:1] == "-"
+        )
+        integer = "i" in flags or "n" in flags
+        for child in node.named_children:
+            if child.type == "variable_assignment":
+                self.assign(child, integer=integer)
+                target = child.child_by_field_name("name")
+                if integer and target is not None:
+                    self.int_vars.add(_text(target).split("[", 1)[0])
+            elif child.type == "variable_name":
+                self.vars[_text(child)] = None
+                if integer:
+                    self.int_vars.add(_text(child))
+            elif child.type != "word" or _text(child)[:1] != "-":
+                self.declared_word(child)
+
+    def declared_word(self, node: Node) -> None:
+        """A quoted ``'a[$(id)]=1'`` given to ``declare``: its subscript is evaluated."""
+        text = self.word(node)
+        if text is None or not subscript_is_safe(text.split("=", 1)[0]):
+            self.issue(
+                "arithmetic", f"declares {(text or '?')[:40]!r}, whose subscript is evaluated"
+            )
+
+    def arith(self, node: Node, *, walk_subs: bool = True) -> None:
+        """Arithmetic evaluates the value of every variable it names: unknown ones may run code.
+
+        ``walk_subs``: walk the substitutions inside (false when the caller walks them).
+        """
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if n.type in ("command_substitution", "process_substitution"):
+                if walk_subs:
+                    self.substitution(n)
+                continue
+            if n.type == "variable_name" or (n.type == "word" and re.match(_IDENTIFIER, _text(n))):
+                self.arith_variable(_text(n))
+            elif n.type in ("string", "raw_string", "ansi_c_string"):
+                value = self.word(n)
+                if value is None or not re.match(_INTEGER, value):
+                    self.issue("arithmetic", f"arithmetic evaluates the text {_text(n)[:40]!r}")
+            stack.extend(n.children)
+
+    def arith_variable(self, var: str) -> None:
+        if var in _NUMERIC_VARS:
+            return
+        value = self.vars.get(var)
+        if value is None or not re.match(_INTEGER, value):
+            self.issue(
+                "arithmetic", f"arithmetic evaluates ${var}, whose value is not a known number"
+            )
+
+    def test_command(self, node: Node) -> None:
+        """``[[ a -eq b ]]`` evaluates both sides; ``-v a[i]`` evaluates the subscript."""
+        for n in _descendants(node):
+            if n.type == "binary_expression" and any(
+                c.type == "test_operator" and _text(c) in _ARITH_OPERATORS for c in n.children
+            ):
+                for side in n.named_children:
+                    if side.type != "test_operator":
+                        self.arith(side, walk_subs=False)
+            elif n.type == "unary_expression" and any(_text(c) == "-v" for c in n.children):
+                operand = n.named_children[-1] if n.named_children else None
+                text = self.word(operand) if operand is not None else None
+                if text is None or not subscript_is_safe(text):
+                    self.issue("arithmetic", "[[ -v ]] evaluates the subscript of its operand")
 
     def function(self, node: Node) -> list[Cmd]:
         name_node = node.child_by_field_name("name")
@@ -415,14 +561,31 @@ class _Walker:
             self.issue("fork_bomb", f"function {name!r} calls itself in the background or a pipe")
         return produced
 
-    def word(self, node: Node) -> str | None:
-        """The literal value of a word, or ``None`` if only known at run time."""
+    def words(self, node: Node) -> list[str | None]:
+        """The words one argument becomes: several after brace expansion (``a{b,c}``)."""
+        text = _text(node)
+        if "{" not in text or node.type not in ("word", "concatenation", "brace_expression"):
+            return [self.word(node)]
+        if not _plain(node):
+            return [self.word(node)] if not _brace_like(node) else [None]
+        expanded = expand_braces(text)
+        if expanded is None:
+            self.issue("unparseable", f"brace expansion of {text[:40]!r} makes too many words")
+            return [None]
+        return [self.tilde(_unescape(w)) for w in expanded]
+
+    def word(self, node: Node, *, tilde: bool = True) -> str | None:
+        """The literal value of a word, or ``None`` if only known at run time.
+
+        ``tilde``: the word starts an argument, so a leading ``~`` is a tilde prefix.
+        """
         match node.type:
             case "word" | "number":
                 text = _text(node).replace("\\\n", "")
                 if "\\" in text and re.search(_OBFUSCATED, text):
                     self.issue("obfuscated", f"{text!r} escapes ordinary characters")
-                return re.sub(_ESCAPE, r"\1", text, flags=re.DOTALL) if "\\" in text else text
+                text = _unescape(text)
+                return self.tilde(text) if tilde else text
             case "raw_string":
                 return _text(node)[1:-1]
             case "ansi_c_string":
@@ -433,18 +596,35 @@ class _Walker:
             case "string" | "translated_string":
                 return self.string(node)
             case "concatenation":
-                parts = [self.word(c) for c in node.children]
-                return None if any(p is None for p in parts) else "".join(p or "" for p in parts)
+                return self.concatenation(node)
             case "simple_expansion" | "expansion":
                 return self.expansion(node)
             case "command_substitution" | "process_substitution":
                 self.substitution(node)
+                return None
+            case "arithmetic_expansion":
+                self.arith(node)
                 return None
             case "brace_expression":
                 return _text(node)
             case _:
                 self.children(node)
                 return None
+
+    def concatenation(self, node: Node) -> str | None:
+        parts = [self.word(c, tilde=i == 0) for i, c in enumerate(node.children)]
+        return None if any(p is None for p in parts) else "".join(p or "" for p in parts)
+
+    def tilde(self, text: str | None) -> str | None:
+        """Bash's tilde prefixes: ``~+`` is the working directory; ``~-`` and ``~N`` unknown."""
+        if text is None or not text.startswith("~"):
+            return text
+        head, sep, tail = text.partition("/")
+        if head == "~+":
+            return None if self.cwd is None else self.cwd + sep + tail
+        if head == "~-" or re.match(r"^~[+-]?\d+$", head):
+            return None
+        return text
 
     def string(self, node: Node) -> str | None:
         out = ""
@@ -469,6 +649,8 @@ class _Walker:
             var = _text(child) if child.type == "variable_name" else ""
             if var and var not in self.vars and re.search(_SECRET_VAR, var):
                 self.issue("secret_env", f"expands ${var}, which looks like a credential")
+            if child.type == "subscript":
+                self.subscript(child)
         if len(named) != 1 or named[0].type != "variable_name":
             self.children(node)
             return None
@@ -482,6 +664,166 @@ class _Walker:
         if name == "PWD":
             return self.cwd
         return None
+
+    def subscript(self, node: Node) -> None:
+        """``${a[i]}``: an indexed array's subscript is arithmetic."""
+        index = node.child_by_field_name("index")
+        parts = [index] if index is not None else node.named_children[1:]
+        for part in parts:
+            if _text(part) not in ("@", "*"):
+                self.arith(part)
+
+
+def _descendants(node: Node) -> list[Node]:
+    out: list[Node] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        if n.type not in ("command_substitution", "process_substitution"):
+            stack.extend(n.children)
+    return out
+
+
+def _unescape(text: str) -> str:
+    return re.sub(_ESCAPE, r"\1", text, flags=re.DOTALL) if "\\" in text else text
+
+
+def _plain(node: Node) -> bool:
+    """Only unquoted literal text (words, numbers, brace expressions), nothing expanded."""
+    if node.type in ("word", "number", "{", "}", "..", ","):
+        return True
+    if node.type in ("concatenation", "brace_expression"):
+        return all(_plain(c) for c in node.children)
+    return False
+
+
+def _brace_like(node: Node) -> bool:
+    """An unquoted part of a mixed word that bash would brace-expand."""
+    return any(
+        c.type == "brace_expression" or (c.type == "word" and ("," in _text(c) or ".." in _text(c)))
+        for c in node.children
+    ) and any(_text(c) == "{" or c.type == "brace_expression" for c in node.children)
+
+
+def subscript_is_safe(name: str) -> bool:
+    """False if ``name`` (``a[i]``) has a subscript other than a plain number, ``@`` or ``*``."""
+    if "[" not in name:
+        return True
+    index = name[name.index("[") + 1 : name.rindex("]")] if "]" in name else name
+    return bool(re.match(_INTEGER, index)) or index.strip() in ("@", "*")
+
+
+def resolve_dir(cwd: str | None, target: str | None, home: str) -> str | None:
+    """Where ``cd TARGET`` (or ``env -C TARGET``) from ``cwd`` goes, lexically."""
+    if cwd is None or target is None:
+        return None
+    if target.startswith("~") or target.startswith("$HOME"):
+        target = (
+            home
+            + target.split("/", 1)[0].replace("~", "").replace("$HOME", "")
+            + ("/" + target.split("/", 1)[1] if "/" in target else "")
+        )
+    return os.path.normpath(os.path.join(cwd, target))
+
+
+def expand_braces(text: str, limit: int = MAX_BRACE_WORDS) -> list[str] | None:
+    """Bash brace expansion of an unquoted word (``a{b,c}d``, ``{1..3}``); None past ``limit``."""
+    out: list[str] = []
+    pending = [text]
+    while pending:
+        word = pending.pop()
+        found = _first_brace(word)
+        if found is None:
+            out.append(word)
+        else:
+            start, end, alternatives = found
+            pending.extend(word[:start] + alt + word[end + 1 :] for alt in reversed(alternatives))
+        if len(out) + len(pending) > limit:
+            return None
+    return out
+
+
+def _first_brace(word: str) -> tuple[int, int, list[str]] | None:
+    """The first ``{...}`` that expands: its span and its alternatives."""
+    i = 0
+    while i < len(word):
+        c = word[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{" and (i == 0 or word[i - 1] != "$"):
+            end, commas = _matching(word, i)
+            if end is not None:
+                inner = word[i + 1 : end]
+                if commas:
+                    return i, end, _split_commas(inner)
+                sequence = _sequence(inner)
+                if sequence is not None:
+                    return i, end, sequence
+        i += 1
+    return None
+
+
+def _matching(word: str, start: int) -> tuple[int | None, bool]:
+    depth, commas, i = 0, False, start
+    while i < len(word):
+        c = word[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i, commas
+        elif c == "," and depth == 1:
+            commas = True
+        i += 1
+    return None, False
+
+
+def _split_commas(inner: str) -> list[str]:
+    parts, depth, current, i = [], 0, "", 0
+    while i < len(inner):
+        c = inner[i]
+        if c == "\\":
+            current += inner[i : i + 2]
+            i += 2
+            continue
+        if c == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            depth += {"{": 1, "}": -1}.get(c, 0)
+            current += c
+        i += 1
+    return [*parts, current]
+
+
+def _sequence(inner: str) -> list[str] | None:
+    m = re.match(r"^(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?$", inner) or re.match(
+        r"^([A-Za-z])\.\.([A-Za-z])(?:\.\.(-?\d+))?$", inner
+    )
+    if m is None:
+        return None
+    first, last = m.group(1), m.group(2)
+    step = abs(int(m.group(3) or 1)) or 1
+    if first.lstrip("-").isdigit():
+        a, b = int(first), int(last)
+        if abs(b - a) // step > MAX_BRACE_WORDS:
+            return [first, last] * MAX_BRACE_WORDS  # too many: the caller gives up
+        width = (
+            len(first)
+            if first.lstrip("-").startswith("0") or last.lstrip("-").startswith("0")
+            else 0
+        )
+        values = range(a, b + (1 if b >= a else -1), step if b >= a else -step)
+        return [str(v).zfill(width) for v in values]
+    a, b = ord(first), ord(last)
+    values = range(a, b + (1 if b >= a else -1), step if b >= a else -step)
+    return [chr(v) for v in values]
 
 
 # --- wrappers -------------------------------------------------------------------------------
@@ -551,22 +893,8 @@ def _expand(cmd: Cmd, out: Parsed, home: str, depth: int) -> None:
             i = _skip_options(argv, 1, _SUDO_ARG)
             inner = argv[i:] or None
         case "env":
-            i = 1
-            while i < len(argv):
-                a = argv[i]
-                if a in ("-u", "--unset", "-C", "--chdir"):
-                    i += 2
-                elif a in ("-S", "--split-string") and i + 1 < len(argv):
-                    s = argv[i + 1]
-                    inner = None if s is None else [*s.split(), *argv[i + 2 :]]
-                    if s is None:
-                        out.issues.append(("dynamic_command", "env -S with a dynamic string"))
-                    break
-                elif a is not None and (a.startswith("-") or "=" in a):
-                    i += 1
-                else:
-                    inner = argv[i:]
-                    break
+            _env_wrapper(cmd, out, home, depth)
+            return
         case "timeout":
             i = _skip_options(argv, 1, _TIMEOUT_ARG)
             inner = argv[i + 1 :] or None
@@ -583,8 +911,8 @@ def _expand(cmd: Cmd, out: Parsed, home: str, depth: int) -> None:
             cmd.is_wrapper = True
             inner = argv[_skip_options(argv, 1, frozenset()) :] or None
         case "xargs":
-            i = _skip_options(argv, 1, _XARGS_ARG)
-            inner = argv[i:] or ["echo"]
+            _xargs(cmd, out, home, depth)
+            return
         case "eval":
             words = argv[1:]
             if any(w is None for w in words):
@@ -626,10 +954,84 @@ def _expand(cmd: Cmd, out: Parsed, home: str, depth: int) -> None:
             return
     if inner:
         cmd.is_wrapper = True
-        derived = cmd.derive(list(inner), base)
-        if base == "xargs":
-            derived.dynamic_tail = True
+        _expand(cmd.derive(list(inner), base), out, home, depth)
+
+
+def _env_wrapper(cmd: Cmd, out: Parsed, home: str, depth: int) -> None:
+    """``env [-C DIR] [-u VAR] [VAR=VALUE]... CMD``: CMD runs with those, in DIR."""
+    argv = cmd.argv
+    assigns: list[tuple[str, str | None]] = []
+    cwd = cmd.cwd
+    inner: list[str | None] | None = None
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-u", "--unset"):
+            i += 2
+        elif a in ("-C", "--chdir") or (a is not None and a.startswith(("--chdir=", "-C"))):
+            value = argv[i + 1] if a in ("-C", "--chdir") and i + 1 < len(argv) else None
+            if a not in ("-C", "--chdir"):
+                value = a.split("=", 1)[1] if a.startswith("--chdir=") else a[2:]
+            cwd = resolve_dir(cwd, value, home)
+            i += 2 if a in ("-C", "--chdir") else 1
+        elif a in ("-S", "--split-string") and i + 1 < len(argv):
+            s = argv[i + 1]
+            inner = None if s is None else [*s.split(), *argv[i + 2 :]]
+            if s is None:
+                out.issues.append(("dynamic_command", "env -S with a dynamic string"))
+            break
+        elif a is not None and a.startswith("-"):
+            i += 1
+        elif a is not None and "=" in a:
+            var, _, value = a.partition("=")
+            assigns.append((var, value))
+            i += 1
+        else:
+            inner = argv[i:]
+            break
+    if inner:
+        cmd.is_wrapper = True
+        derived = cmd.derive(list(inner), "env")
+        derived.assigns = [*cmd.assigns, *assigns]
+        derived.cwd = cwd
         _expand(derived, out, home, depth)
+
+
+def _xargs(cmd: Cmd, out: Parsed, home: str, depth: int) -> None:
+    """``xargs CMD``: CMD gets arguments from stdin (or ``-a FILE``), so its tail is dynamic.
+
+    With ``-I R`` (``-i``, ``--replace``) every word holding R is only known at run time;
+    ``-a FILE`` reads FILE, judged as a read.
+    """
+    argv = cmd.argv
+    replace: str | None = None
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        if a is None or not a.startswith("-") or a == "-":
+            break
+        if a == "--":
+            i += 1
+            break
+        value = argv[i + 1] if i + 1 < len(argv) else None
+        if a in ("-I", "-a", "--arg-file"):
+            replace = value if a == "-I" else replace
+            if a != "-I":
+                cmd.redirects.append(("<", value))
+            i += 2
+            continue
+        if a.startswith("-I") or a.startswith("-i") or a.startswith("--replace"):
+            replace = a.split("=", 1)[1] if "=" in a else (a[2:] or "{}")
+        elif a.startswith(("--arg-file=", "-a")):
+            cmd.redirects.append(("<", a.split("=", 1)[1] if "=" in a else a[2:]))
+        i += 2 if a in _XARGS_ARG else 1
+    inner = argv[i:] or ["echo"]
+    if replace is not None:
+        inner = [None if w is None or replace in w else w for w in inner]
+    cmd.is_wrapper = True
+    derived = cmd.derive(list(inner), "xargs")
+    derived.dynamic_tail = True
+    _expand(derived, out, home, depth)
 
 
 def _script(text: str | None, cmd: Cmd, out: Parsed, home: str, depth: int) -> None:
@@ -637,7 +1039,7 @@ def _script(text: str | None, cmd: Cmd, out: Parsed, home: str, depth: int) -> N
     if text is None:
         out.issues.append(("dynamic_command", "a shell runs a script only known at run time"))
         return
-    sub = parse(text, cwd=cmd.cwd, home=home, depth=depth + 1)
+    sub = parse(text, cwd=cmd.cwd, home=home, depth=depth + 1, cdpath=out.cdpath)
     for inner in sub.cmds:
         inner.wrappers = (*cmd.wrappers, cmd.name or "", *inner.wrappers)
         inner.piped_from = inner.piped_from or cmd.piped_from

@@ -31,6 +31,8 @@ def default_snapshot(preset: str = "developer") -> dict[str, Any]:
         "scope_exclude": (),
         "constraints": (),
         "max_input_bytes": DEFAULT_MAX_INPUT,
+        "read_only": (),
+        "protect_ci": True,
         "source": None,
     }
 
@@ -56,5 +58,7 @@ def snapshot_from_config(config: Settings, source: str | None = None) -> dict[st
         "scope_exclude": tuple(config.scope.exclude),
         "constraints": constraints,
         "max_input_bytes": config.limits.max_input_bytes,
+        "read_only": tuple(config.sandbox.read_only),
+        "protect_ci": bool(config.sandbox.protect_ci),
         "source": source,
     }

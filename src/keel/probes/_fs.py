@@ -2,8 +2,10 @@
 
 Every path a probe touches goes through :func:`contain`: the path is resolved (symlinks
 included) and must stay inside the workspace. Files are read through :func:`read_bytes`, which
-``lstat``s first so a fifo or device is never opened (opening a fifo blocks), opens with
-``O_NOFOLLOW | O_NONBLOCK``, re-checks with ``fstat`` and reads at most the cap.
+refuses the workspace's secrets (``.env``, private keys: the policy's secret globs, on the path
+as named and as resolved), ``lstat``s first so a fifo or device is never opened (opening a fifo
+blocks), opens with ``O_NOFOLLOW | O_NONBLOCK``, re-checks with ``fstat`` and reads at most the
+cap.
 
 Standard library only: the sandboxed runner imports this.
 """
@@ -116,10 +118,38 @@ def os_failure(exc: OSError, path: Path | str) -> Failure:
     return Failure("fs.error", f"{name!r}: {exc.strerror or exc}")
 
 
-def read_bytes(ctx: ProbeContext, raw: object, cap: int | None = None) -> tuple[Path, bytes]:
-    """The contents of a regular file inside the workspace, at most ``cap`` bytes."""
+def secret_glob(ctx: ProbeContext, raw: str, real: Path) -> str | None:
+    """The secret glob ``raw`` (as named, or resolved to ``real``) matches, if any."""
+    from keel.policy._paths import GlobSet
+    from keel.policy._presets import SECRET_EXCEPTIONS, WORKSPACE_SECRETS
+
+    secrets = GlobSet(WORKSPACE_SECRETS, ignore_case=True)
+    allowed = GlobSet(SECRET_EXCEPTIONS, ignore_case=True)
+    named = os.path.normpath(raw if os.path.isabs(raw) else os.path.join(ctx.workspace, raw))
+    for path in (named, str(real)):
+        rel = os.path.relpath(path, ctx.workspace)
+        glob = secrets.match(rel)
+        if glob is not None and allowed.match(rel) is None:
+            return glob
+    return None
+
+
+def read_bytes(
+    ctx: ProbeContext, raw: object, cap: int | None = None, *, secrets: bool = False
+) -> tuple[Path, bytes]:
+    """The contents of a regular file inside the workspace, at most ``cap`` bytes.
+
+    A secret (``.env``, ``id_rsa``...) is refused with ``fs.secret`` unless ``secrets``: the
+    caller (a hash, the key names of a dotenv file) returns nothing of its content.
+    """
     limit = min(cap or ctx.read_cap, ctx.read_cap)
     path = contain(ctx, raw)
+    glob = None if secrets or not isinstance(raw, str) else secret_glob(ctx, raw, path)
+    if glob is not None:
+        raise Failure(
+            "fs.secret",
+            f"{raw!r} holds secrets (it matches {glob!r}); probes never read secrets",
+        )
     st = lstat_or_none(path)
     if st is None:
         raise Failure("fs.not_found", f"{raw!r} does not exist")

@@ -1,6 +1,11 @@
 """Environment probes, answered on the host (the sandbox starts with an empty environment).
 
-Values of names that look like secrets are never returned, only their presence.
+No value of any variable reaches the model: ``env.get`` answers ``<redacted>`` for a set
+variable (and notes its length), whatever its name. A name is no guide: ``DATABASE_URL``
+carries a password, ``CI`` could carry anything. The one exception is a value that holds
+no more than a switch (``""``, ``0``, ``1``, ``true``, ``false``, ``yes``, ``no``, ``on``,
+``off``, any case), which cannot hold a secret and is what plans test
+(``env.get("CI") == "true"``). ``env.has`` tells whether a variable is set.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from keel.probes._fs import ProbeContext
 from keel.probes._result import Failure
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASS|CREDENTIAL|AUTH|PRIVATE|COOKIE|SESSION", re.I)
+_SWITCHES = frozenset({"", "0", "1", "true", "false", "yes", "no", "on", "off"})
 REDACTED = "<redacted>"
 
 
@@ -22,15 +27,15 @@ def _check(name: str) -> None:
 
 
 def get(ctx: ProbeContext, name: str, default: str | None = None) -> str | None:
-    """The value of ``name`` (``<redacted>`` for secret-looking names), else ``default``."""
+    """``<redacted>`` if ``name`` is set (a switch such as ``true`` as is), else ``default``."""
     _check(name)
     current = os.environ.get(name)
     if current is None:
         return default
-    if _SECRET.search(name):
-        ctx.note(f"{name} looks like a secret; its value is not reported")
-        return REDACTED
-    return current
+    if current.strip().lower() in _SWITCHES:
+        return current
+    ctx.note(f"{name} is set ({len(current)} characters); values are never reported")
+    return REDACTED
 
 
 def has(ctx: ProbeContext, name: str) -> bool:

@@ -151,7 +151,10 @@ def glob(ctx: ProbeContext, pattern: str) -> list[str]:
 
 
 def read_text(ctx: ProbeContext, path: str, max_bytes: int | None = None) -> str:
-    """The text of a file (UTF-8, or as its BOM says), at most the read cap."""
+    """The text of a file (UTF-8, or as its BOM says), at most the read cap.
+
+    A secret (``.env``, a private key: the policy's secret globs) is refused (``fs.secret``).
+    """
     _, data = read_bytes(ctx, path, max_bytes)
     text = decode_text(ctx, data, what=repr(path))
     if "\x00" in text:
@@ -160,8 +163,8 @@ def read_text(ctx: ProbeContext, path: str, max_bytes: int | None = None) -> str
 
 
 def sha256(ctx: ProbeContext, path: str) -> str:
-    """The SHA-256 of a regular file (up to 64 MiB), hex."""
+    """The SHA-256 of a regular file (up to 64 MiB), hex; a secret's hash too (not its text)."""
     cap = max(ctx.read_cap, HASH_CAP)
     widened = ProbeContext(ctx.workspace, cap, ctx.timeout, ctx.http_allow, ctx.notes)
-    _, data = read_bytes(widened, path, cap)
+    _, data = read_bytes(widened, path, cap, secrets=True)
     return hashlib.sha256(data).hexdigest()

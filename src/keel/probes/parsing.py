@@ -212,8 +212,22 @@ _DOTENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(.
 
 
 def load_dotenv(ctx: ProbeContext, path: str, values: bool = False) -> dict[str, Any]:
-    """The keys a ``.env`` file sets; their values only with ``values=true`` (they are secrets)."""
-    _, data = read_bytes(ctx, path)
+    """The keys a ``.env`` file sets; never the values of a secrets file.
+
+    Key names are not secrets, so a ``.env`` is read for them; its values are never returned
+    (``values=true`` on a file matching the secret globs is ``dotenv.values_refused``). The
+    values of a file that is not a secret (``.env.example``, ``config.env``) are returned with
+    ``values=true``.
+    """
+    from keel.probes._fs import contain, secret_glob
+
+    secret = secret_glob(ctx, path, contain(ctx, path)) if isinstance(path, str) else None
+    if values and secret is not None:
+        raise Failure(
+            "dotenv.values_refused",
+            f"{path!r} holds secrets ({secret!r}): only its keys are returned, never its values",
+        )
+    _, data = read_bytes(ctx, path, secrets=True)
     text = decode_text(ctx, data, what=repr(path))
     found: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), start=1):
@@ -223,6 +237,8 @@ def load_dotenv(ctx: ProbeContext, path: str, values: bool = False) -> dict[str,
         if not match:
             raise Failure("dotenv.syntax", "expected KEY=VALUE", line=number, column=1)
         found[match.group(1)] = _dotenv_value(match.group(2))
+    if secret is not None:
+        ctx.note(f"{path!r} holds secrets: its keys are listed, its values never")
     return {"keys": sorted(found), "values": found if values else None}
 
 

@@ -60,7 +60,12 @@ def _daemon(fd: int, path: str) -> None:
         os._exit(0)
 
 
-def _pipe(conn: object, path: str) -> None:
+def _pipe(conn: object, path: str, target: str | None = None) -> None:
+    """Relay ``conn`` to the Unix socket ``path``; through ``CONNECT target`` when given.
+
+    With ``target`` (``host:port``; ``keel wrap``'s loopback relays) the proxy is asked for a
+    tunnel first, and ``conn`` is closed unless it answers ``200``.
+    """
     import selectors
     import socket
 
@@ -68,6 +73,11 @@ def _pipe(conn: object, path: str) -> None:
     upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         upstream.connect(path)
+        if target is not None:
+            rest = _tunnel(upstream, target)
+            if rest is None:
+                return
+            conn.sendall(rest)
         peer = {conn: upstream, upstream: conn}
         with selectors.DefaultSelector() as sel:
             sel.register(conn, selectors.EVENT_READ)
@@ -87,6 +97,26 @@ def _pipe(conn: object, path: str) -> None:
     finally:
         conn.close()
         upstream.close()
+
+
+def _tunnel(upstream: object, target: str) -> bytes | None:
+    """Ask the proxy on ``upstream`` for ``CONNECT target``.
+
+    Returns what the server already sent past the proxy's ``200`` answer, or ``None`` when
+    the proxy refused.
+    """
+    import socket
+
+    assert isinstance(upstream, socket.socket)
+    upstream.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head and len(head) < 65536:
+        chunk = upstream.recv(4096)
+        if not chunk:
+            return None
+        head += chunk
+    head, _, rest = head.partition(b"\r\n\r\n")
+    return rest if head.split(b" ", 2)[1:2] == [b"200"] else None
 
 
 def source() -> str:

@@ -39,6 +39,7 @@ from keel.sandbox import _quiet
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
 CONTROL_NAMES = frozenset({"keel.toml", ".keel", ".claude", ".codex", ".gemini"})
 CI_NAMES = frozenset({".pre-commit-config.yaml", ".husky"})
@@ -67,13 +68,21 @@ _PATH = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 class ControlRules(Frozen):
     """How far to look and what counts, from ``[sandbox]``."""
 
-    __slots__ = ("depth", "globs", "protect_ci")
+    __slots__ = ("depth", "globs", "protect_ci", "show_secrets")
     depth: int
     protect_ci: bool
     globs: tuple[str, ...]
+    show_secrets: tuple[str, ...]
+    """Workspace-relative globs of secret files contained commands may read after all."""
 
-    def __init__(self, depth: int, protect_ci: bool, globs: tuple[str, ...] = ()) -> None:
-        self._init(depth=depth, globs=globs, protect_ci=protect_ci)
+    def __init__(
+        self,
+        depth: int,
+        protect_ci: bool,
+        globs: tuple[str, ...] = (),
+        show_secrets: tuple[str, ...] = (),
+    ) -> None:
+        self._init(depth=depth, globs=globs, protect_ci=protect_ci, show_secrets=show_secrets)
 
 
 class Control(Frozen):
@@ -97,13 +106,15 @@ class Scan:
     directory (``gitdir_fds``) until ``close``.
     """
 
-    __slots__ = ("controls", "fds", "gitdir_fds", "gitdirs")
+    __slots__ = ("controls", "fds", "gitdir_fds", "gitdirs", "secrets")
 
     def __init__(self) -> None:
         self.controls: dict[str, Control] = {}
         self.gitdirs: list[str] = []
         self.fds: dict[str, int] = {}
         self.gitdir_fds: dict[str, int] = {}
+        self.secrets: list[str] = []
+        """The workspace's own secret files (``.env``, keys): hidden from contained commands."""
 
     def close(self) -> None:
         """Close every kept descriptor."""
@@ -134,6 +145,7 @@ class _Walker:
         self.scan = Scan()
         self.names = CONTROL_NAMES | CI_NAMES if rules.protect_ci else CONTROL_NAMES
         self.matcher = _glob_matcher(rules.globs)
+        self.shown = _glob_matcher(rules.show_secrets)
 
     def run(self) -> None:
         stack: list[tuple[int, str, int]] = [(os.dup(self.root_fd), "", 0)]
@@ -155,6 +167,8 @@ class _Walker:
         deeper: list[tuple[int, str, int]] = []
         for name, is_dir in children:
             child = f"{rel}{name}"
+            if not is_dir and is_workspace_secret(name) and not (self.shown and self.shown(child)):
+                self.scan.secrets.append(child)
             if name in self.names or (self.matcher is not None and self.matcher(child)):
                 self.add(fd, name, child)
             elif name == ".git":
@@ -231,6 +245,30 @@ class _Walker:
         with _opened_parent(self.root_fd, parts[:-1]) as parent:
             if parent is not None:
                 self.add(parent, parts[-1], rel)
+
+
+def is_workspace_secret(name: str) -> bool:
+    """True if a file called ``name`` holds secrets by the policy's globs (``.env``, keys)."""
+    secret, exception = _secret_patterns()
+    lowered = name.lower()
+    return secret.match(lowered) is not None and exception.match(lowered) is None
+
+
+_PATTERNS: list[Any] = []
+
+
+def _secret_patterns() -> tuple[Any, Any]:
+    """The policy's workspace secret globs and their exceptions, as two compiled regexes."""
+    if not _PATTERNS:
+        import re
+        from fnmatch import translate
+
+        from keel.policy._presets import SECRET_EXCEPTIONS, WORKSPACE_SECRETS
+
+        for globs in (WORKSPACE_SECRETS, SECRET_EXCEPTIONS):
+            names = [translate(g.removeprefix("**/")) for g in globs]
+            _PATTERNS.append(re.compile("|".join(f"(?:{n})" for n in names)))
+    return _PATTERNS[0], _PATTERNS[1]
 
 
 def _hooks_paths(gitdir_fd: int) -> list[str]:

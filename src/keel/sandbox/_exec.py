@@ -117,6 +117,8 @@ class Context:
         self.state_dir = state_dir
         self.err = err
         self.network = _network_on(config)
+        self.wrap: Any = None
+        """``keel wrap``'s additions (a ``keel.sandbox._wrap.Wrap``); ``None`` for keel exec."""
         self.registration: Registration | None = None
         self.interrupted: int | None = None
         self.kill: Any = None
@@ -126,7 +128,9 @@ class Context:
     def rules(self) -> _control.ControlRules:
         """The control-file rules of ``[sandbox]``."""
         s = self.sandbox
-        return _control.ControlRules(s.control_depth, s.protect_ci, tuple(s.read_only))
+        return _control.ControlRules(
+            s.control_depth, s.protect_ci, tuple(s.read_only), tuple(s.show_secrets)
+        )
 
     def say(self, text: str) -> None:
         """One line on stderr, prefixed ``keel:``."""
@@ -143,8 +147,13 @@ def execute(
     backend: str | None = None,
     environ: Mapping[str, str] | None = None,
     err: TextIO | None = None,
+    wrap: Any = None,
 ) -> Outcome:
-    """Run ``command`` contained; raises ``ExecRefused`` when it cannot (see the module)."""
+    """Run ``command`` contained; raises ``ExecRefused`` when it cannot (see the module).
+
+    ``wrap`` (``keel wrap``) adds to the sandbox what a whole agent client needs; see
+    ``keel.sandbox._wrap``.
+    """
     started = time.perf_counter()
     if not command:
         raise ExecRefused("no command given (keel exec -- CMD...)", "usage.invalid", 2)
@@ -160,6 +169,8 @@ def execute(
     ctx = Context(
         command, root, _cwd(root, cwd), limit, config, environ, user_state_dir(), err or sys.stderr
     )
+    if wrap is not None:
+        ctx.wrap, ctx.network = wrap, True
     previous = {sig: _signal.signal(sig, _handler(ctx)) for sig in _SIGNALS}
     try:
         ctx.registration = Registration(root, {"argv": ctx.command, "cwd": ctx.cwd})
@@ -188,6 +199,12 @@ def _run(ctx: Context, requested: str) -> Outcome:
             "sandbox.unavailable",
         )
     _check_command(ctx)
+    if ctx.wrap is not None and choice.name != "bwrap":
+        raise ExecRefused(
+            f"keel wrap needs bubblewrap ({choice.reason}): Landlock cannot give the client a "
+            "private HOME with its own config, nor a loopback for its model server",
+            "sandbox.unavailable",
+        )
     if ctx.interrupted is not None:
         status = 128 + ctx.interrupted
         raise ExecRefused("interrupted before the command started", "exec.interrupted", status)
@@ -224,12 +241,18 @@ def _run_bwrap(ctx: Context, binary: str) -> Outcome:
             proxy, proxy_dir = _start_proxy(ctx, outcome)
             proxy_fd = os.open(proxy_dir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
             fds.append(proxy_fd)
-            command = _bridged(command, proxy_dir)
+            command = (
+                _bridged(command, proxy_dir)
+                if ctx.wrap is None
+                else ctx.wrap.command(ctx, proxy_dir)
+            )
         root_fd = os.open(ctx.root, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         fds.append(root_fd)
         tmp_bytes = ctx.sandbox.exec_tmp_mb << 20
         mounts = eb.user_mounts(ctx.root, root_fd, view, scan, tmp_bytes, proxy_fd)
         fds += mounts.fds
+        if ctx.wrap is not None:
+            fds += ctx.wrap.mounts(ctx, mounts)
         _spawn_and_wait(ctx, outcome, binary, env, view, mounts, command)
     finally:
         for fd in fds:
@@ -470,6 +493,8 @@ def _build_view(ctx: Context) -> View:
 
     home = ctx.environ.get("HOME") or _passwd_home()
     extra = (_bridge_prefix(),) if ctx.network else ()
+    if ctx.wrap is not None:
+        extra = (*extra, *ctx.wrap.read_only)
     try:
         return build_view(
             ctx.root,
@@ -493,12 +518,13 @@ def _passwd_home() -> str:
 def _env(ctx: Context, home: str, tmpdir: str, proxy_url: str) -> dict[str, str]:
     from keel.sandbox._environ import contained_env
 
+    extra = {"PWD": ctx.cwd, **(ctx.wrap.environ if ctx.wrap is not None else {})}
     return contained_env(
         ctx.environ,
         home=home,
         tmpdir=tmpdir,
         proxy_url=proxy_url if ctx.network else None,
-        extra={"PWD": ctx.cwd},
+        extra=extra,
     )
 
 
@@ -565,7 +591,10 @@ def _start_proxy(ctx: Context, outcome: Outcome) -> tuple[Proxy, str]:
     from keel.sandbox._proxy import Proxy, policy_check
 
     private = _private_dir()
-    proxy = Proxy(policy_check(ctx.root), os.path.join(ctx.root, ".keel", "exec", "proxy.log"))
+    check = policy_check(ctx.root)
+    if ctx.wrap is not None:
+        check = ctx.wrap.check(check)
+    proxy = Proxy(check, os.path.join(ctx.root, ".keel", "exec", "proxy.log"))
     proxy.listen_unix(os.path.join(private, "proxy.sock"))
     outcome.connections = proxy.decisions
     return proxy, private

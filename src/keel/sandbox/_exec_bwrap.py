@@ -105,6 +105,8 @@ def user_mounts(
             m.add("tmpfs", dest, ["--size", "4096", "--tmpfs", dest, "--remount-ro", dest])
         else:
             m.add("ro", dest, ["--ro-bind-fd", str(fd), dest], fd)
+    for rel in scan.secrets:  # the workspace's own .env and keys: empty inside
+        m.add("mask", f"{root}/{rel}", ["--ro-bind", "/dev/null", f"{root}/{rel}"])
     for path in view.masks:
         if os.path.isdir(path) and not os.path.islink(path):
             m.add("mask", path, ["--size", "4096", "--tmpfs", path, "--remount-ro", path])

@@ -157,3 +157,75 @@ def _send(pid: int, start: int, sig: int) -> None:
 
 
 _unlink = _quiet.unlink
+
+
+def freeze_contained(root: str) -> list[tuple[int, int]]:
+    """Stop (SIGSTOP) every process of the workspace's running contained commands.
+
+    A client's file tools (Read, Write, Edit, apply_patch) run outside the sandbox: a
+    contained command still running in the background could swap a directory for a symlink
+    between keel's check of a path and the client's use of it. Frozen for that moment, it
+    cannot. The sandbox trees are stopped top-down (a stopped parent forks no more children,
+    and the children it has are found after it stopped); Landlock runs by their process
+    group. Returns ``(pid, start)`` of every stopped process, for ``thaw``.
+    """
+    stopped: list[tuple[int, int]] = []
+    for _, data in records(root):
+        pid, start = data.get("pid"), data.get("start")
+        if not isinstance(pid, int) or start is None or start_time(pid) != start:
+            continue
+        queue: list[tuple[int, int | None]] = [
+            (p, s) for p, s in data.get("processes", []) if isinstance(s, int) and s >= start
+        ]
+        group = data.get("pgid")
+        if isinstance(group, int) and group > 1 and (start_time(group) or -1) >= start:
+            _quiet.call(os.killpg, group, _signal.SIGSTOP)
+            queue.append((group, start_time(group)))
+        while queue:
+            node, node_start = queue.pop(0)
+            if node_start is None or start_time(node) != node_start:
+                continue
+            _quiet.call(os.kill, node, _signal.SIGSTOP)
+            stopped.append((node, node_start))
+            # The stop is delivered asynchronously: wait until it holds (a system call in
+            # flight, such as a rename, completes first), and only then list the children,
+            # so one forked a moment ago is not missed.
+            _wait_stopped(node)
+            queue.extend((child, start_time(child)) for child in _children(node))
+    return stopped
+
+
+def _wait_stopped(pid: int, limit: float = 0.5) -> None:
+    """Until ``pid`` is stopped (``T``), gone, or ``limit`` seconds passed."""
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                raw = fh.read()
+        except OSError:
+            return
+        if raw[raw.rindex(b")") + 2 :][:1] in (b"T", b"t", b"Z", b"X"):
+            return
+        time.sleep(0.0005)
+
+
+def thaw(stopped: list[tuple[int, int]] | list[list[int]]) -> None:
+    """Continue (SIGCONT) the processes ``freeze_contained`` stopped, if they still exist."""
+    for pid, start in stopped:
+        _send(int(pid), int(start), _signal.SIGCONT)
+
+
+def _children(pid: int) -> list[int]:
+    """The direct children of ``pid`` (every thread's), from ``/proc``."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
+                out.extend(int(c) for c in fh.read().split())
+        except (OSError, ValueError):
+            continue
+    return out

@@ -31,6 +31,7 @@ class StubGuard:
     inp: HookInput
     deadline_at: float = 0.0
     required_gates: tuple[str, ...] = ()
+    rewrite: bool = False
 
     def _log(self, what: str, data: dict[str, Any]) -> None:
         with open(self.root / "stub-calls.jsonl", "a") as fh:
