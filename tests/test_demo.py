@@ -31,3 +31,15 @@ def test_every_section_is_a_module_with_run() -> None:
     assert names[0] == "core" and len(set(names)) == len(names)
     for name in names:
         assert callable(importlib.import_module(f"keel.demo.{name}").run)
+
+
+def test_the_containment_section_shows_every_promise_held() -> None:
+    out = subprocess.run(
+        [KEEL, "demo", "--section", "contain"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "1 section(s) ran as expected" in out.stdout
+    assert out.stdout.count(" yes ") == 6 and " NO " not in out.stdout

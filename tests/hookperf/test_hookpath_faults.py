@@ -244,7 +244,7 @@ def test_a_stopped_daemon_during_a_burst_is_replaced_and_nothing_is_journaled_tw
 
     def run(n: int) -> None:
         command = "ls" if n % 2 else f"touch made-{n}"
-        results[n] = _hook(workspace, command, n, KEEL_HOOK_DEADLINE="3")
+        results[n] = _hook(workspace, command, n, KEEL_HOOK_DEADLINE="2")
 
     threads = [threading.Thread(target=run, args=(n,)) for n in range(1, calls + 1)]
     for i, thread in enumerate(threads):
@@ -253,7 +253,7 @@ def test_a_stopped_daemon_during_a_burst_is_replaced_and_nothing_is_journaled_tw
             os.kill(daemon.pid, signal.SIGSTOP)  # hung in the middle of the burst
     for thread in threads:
         thread.join()
-    # Every call was decided (by the daemon before the stop, else in process) within its 3 s
+    # Every call was decided (by the daemon before the stop, else in process) within its 2 s
     # deadline: a call that was not would have failed closed with hook.deadline.
     for n, proc in results.items():
         assert proc.returncode == 0 and b"deny" not in proc.stdout, (n, proc.stderr)
@@ -269,7 +269,7 @@ def test_a_daemon_stopped_while_holding_the_journal_lock_costs_no_call(
 ) -> None:
     assert _hook(workspace, "ls", 0).returncode == 0
     os.kill(daemon.pid, signal.SIGSTOP)
-    got = _hook(workspace, "touch after-stop", 1, KEEL_HOOK_DEADLINE="3")
+    got = _hook(workspace, "touch after-stop", 1, KEEL_HOOK_DEADLINE="2")
     assert got.returncode == 0 and b"deny" not in got.stdout, got.stderr
     assert (workspace / ".keel" / relay.PID_NAME).exists() or daemon.poll() is not None
     assert _decisions(workspace)["toolu_1"] == ["allow"]

@@ -16,6 +16,7 @@ from rich.rule import Rule
 
 SECTIONS: tuple[tuple[str, str], ...] = (
     ("core", "Policy, emergency stop and the audit journal"),
+    ("contain", "Containment: what keel allows runs in a sandbox, in place in the workspace"),
     ("workspace", "Checkpoints, diff, rollback and atomic patches"),
     ("plans", "Evidence-conditioned plans: probes in a sandbox, commitment only on evidence"),
     ("hooks", "Claude Code hooks: keel init --agent claude, then keel answers the hook calls"),

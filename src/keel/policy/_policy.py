@@ -8,7 +8,6 @@ from keel.calls import ToolCall
 from keel.decision import Decision
 from keel.patchtext import patch_paths
 from keel.policy._core import Engine
-from keel.policy._facts import CONSERVATIVE, CommandFacts, read_facts
 from keel.policy._ruling import NO_VERDICT, Ruling, with_suggestion, worst
 from keel.policy._snapshot import default_snapshot, snapshot_from_config
 
@@ -18,6 +17,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any, Literal
 
+    from keel.policy._facts import CommandFacts
     from keel.settings import Settings
 
     PathOp = Literal["read", "write", "edit"]
@@ -175,6 +175,8 @@ class Policy:
         ``runs(gate)``. Remembered for the last ``_FACTS_CAP`` lines; any error gives the
         conservative answer (not read-only, may change files, runs nothing).
         """
+        from keel.policy._facts import CONSERVATIVE, read_facts
+
         try:
             key = (line, cwd)
             facts = self._facts.pop(key, None)
