@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check bench setup clean
+.PHONY: demo test check bench setup clean mutate
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -30,6 +30,18 @@ check: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
+
+# Mutation testing of the safety-critical modules ([tool.mutmut] in pyproject.toml); not part
+# of `make test` or CI. mutmut resumes an interrupted run; `rm -rf mutants` starts afresh.
+# keel's tests run keel in subprocesses: PYTHONPATH gives them the mutated code (and mutmut,
+# which it imports, even under `python -S`); scripts/mutmut_keel.py hands them the mutant.
+MUTANTS_PATH = $(CURDIR)/mutants/src:$(CURDIR)/scripts:$(shell $(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
+mutate: $(STAMP)
+	mkdir -p mutants/src
+	PYTHONPATH=$(MUTANTS_PATH) $(BIN)/mutmut run --max-children $${MUTATE_JOBS:-2} > mutants/run.log 2>&1 \
+		|| { tail -n 40 mutants/run.log; exit 1; }
+	tr '\r' '\n' < mutants/run.log | grep -E 'mutations/second|done in' || true
+	$(BIN)/python scripts/mutation_score.py --survivors mutants/survivors.txt
 
 clean:
 	rm -rf $(VENV) .pytest_cache build dist

@@ -26,9 +26,11 @@ import os
 from stat import S_ISREG
 
 from keel.settings import (
+    AgentSettings,
     ConstraintSettings,
     GatesSettings,
     LimitsSettings,
+    ModelSettings,
     MonitorSettings,
     PolicySettings,
     ProbesSettings,
@@ -168,6 +170,18 @@ class SandboxView(ConfigView, SandboxSettings):
     __slots__ = ()
 
 
+class ModelView(ConfigView, ModelSettings):
+    """``[model]``, read-only."""
+
+    __slots__ = ()
+
+
+class AgentView(ConfigView, AgentSettings):
+    """``[agent]``, read-only."""
+
+    __slots__ = ()
+
+
 _SECTION_VIEWS: dict[str, type[ConfigView]] = {
     "policy": PolicyView,
     "scope": ScopeView,
@@ -177,6 +191,8 @@ _SECTION_VIEWS: dict[str, type[ConfigView]] = {
     "monitor": MonitorView,
     "probes": ProbesView,
     "sandbox": SandboxView,
+    "model": ModelView,
+    "agent": AgentView,
 }
 
 

@@ -8,7 +8,9 @@ default. Errors name the file, the line and the key. Sections:
 - ``[[constraints]]``: rules in words, optionally enforced (``protect``, ``forbid``);
 - ``[limits]``: step, time, token and plan budgets;
 - ``[gates]``: commands that must pass after the last edit before a session may finish;
-- ``[monitor]``, ``[probes]``, ``[sandbox]``: thresholds and switches of those parts.
+- ``[monitor]``, ``[probes]``, ``[sandbox]``: thresholds and switches of those parts;
+- ``[model]``: the model keel talks to, and each session's budget of calls, tokens and dollars;
+- ``[agent]``: keel's own agent (``keel run``): phases, limits and the prompt's size.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from keel.errors import ConfigError
 
@@ -30,6 +39,33 @@ PRESETS: tuple[PresetName, ...] = ("strict", "developer", "readonly")
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _command_patterns(values: list[str], info: ValidationInfo) -> list[str]:
+    """Command patterns, with client rules (``Bash(npm test:*)``) translated or refused.
+
+    A pattern written in Claude Code's rule syntax is never kept as it is (it would never
+    match): it becomes the keel pattern that means the same (``npm test``), or the config is
+    invalid, with a message naming the keel form (``keel.policy._clientrules``).
+    """
+    from keel.policy._clientrules import (
+        blanket_tool_rule,
+        client_rule_pattern,
+        looks_like_client_rule,
+        malformed_client_rule,
+    )
+
+    tier = info.field_name or "allow"
+    out: list[str] = []
+    for pattern in values:
+        if malformed_client_rule(pattern):
+            raise ValueError(
+                f"{pattern!r} is neither a command pattern nor a Claude Code rule "
+                '(Tool(specifier), e.g. "Bash(npm test:*)")'
+            )
+        rule = looks_like_client_rule(pattern) or blanket_tool_rule(pattern)
+        out.append(client_rule_pattern(pattern, tier) if rule else pattern)
+    return out
 
 
 def _check_globs(values: list[str]) -> list[str]:
@@ -51,7 +87,11 @@ class PolicyConfig(_Section):
     ask: list[str] = Field(default_factory=list)
     """Command patterns that need the user's approval."""
     deny: list[str] = Field(default_factory=list)
-    """Command patterns that are always denied."""
+    """Command patterns that are always denied.
+
+    ``allow``, ``ask`` and ``deny`` also take Claude Code's shell rules: ``Bash(npm test:*)`` is
+    read as ``npm test``, ``Bash(git status)`` as ``git status $``; a rule keel cannot express
+    (other tools, a ``*`` inside the rule) is an error that names the keel form."""
     network_allow: list[str] = Field(default_factory=list)
     """Hosts (globs such as ``*.github.com``) commands may reach, on top of the preset's."""
     protected: list[str] | None = None
@@ -63,6 +103,7 @@ class PolicyConfig(_Section):
     unknown: Literal["ask", "deny"] | None = None
     """What a command no rule mentions gets; ``None`` keeps the preset's."""
 
+    _commands = field_validator("allow", "ask", "deny")(_command_patterns)
     _globs = field_validator("protected", "read_outside")(
         lambda v: _check_globs(v) if v is not None else v  # pyright: ignore[reportUnknownLambdaType, reportUnknownArgumentType]
     )
@@ -89,6 +130,7 @@ class Constraint(_Section):
     """Command patterns this constraint forbids."""
 
     _globs = field_validator("protect")(_check_globs)
+    _commands = field_validator("forbid")(_command_patterns)
 
 
 class LimitsConfig(_Section):
@@ -215,6 +257,77 @@ class SandboxConfig(_Section):
     """``keel exec``: RLIMIT_NOFILE (clamped to the current hard limit)."""
 
 
+class ModelConfig(_Section):
+    """``[model]``: which model keel talks to, how, and the budget of one session."""
+
+    spec: str | None = None
+    """The model: ``openai:MODEL``, ``anthropic:MODEL``, ``local`` or ``script:FILE``
+    (``--model`` wins)."""
+    base_url: str | None = None
+    """The API's base URL, e.g. ``http://127.0.0.1:8080/v1`` for llama.cpp's server
+    (``--base-url`` and ``OPENAI_BASE_URL``/``ANTHROPIC_BASE_URL`` win)."""
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+    """The environment variable holding the API key (default ``OPENAI_API_KEY`` or
+    ``ANTHROPIC_API_KEY``). Keys never go in keel.toml."""
+    structured_output: Literal["auto", "json_schema", "json_object", "off"] = "auto"
+    """How to ask for JSON: OpenAI's ``json_schema``, llama.cpp's ``json_object`` with a schema,
+    or ``off``; ``auto`` is ``json_schema``, and ``json_object`` for ``local``."""
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    """Sent only when set."""
+    seed: int | None = 0
+    """Sent where the API takes one."""
+    max_output_tokens: int = Field(default=2048, ge=1)
+    """The most tokens one answer may have."""
+    timeout_seconds: float = Field(default=60, gt=0)
+    """The wall-clock limit of one attempt."""
+    max_retries: int = Field(default=3, ge=0, le=10)
+    """Retries after a 429, a 5xx, a connection error or a timeout."""
+    retry_backoff_seconds: float = Field(default=0.5, ge=0)
+    """The first wait between attempts; it doubles each time (a ``Retry-After`` wins)."""
+    max_calls: int | None = Field(default=100, ge=0)
+    """Model calls one session may make; ``None`` is no limit."""
+    max_tokens: int | None = Field(default=1_000_000, ge=0)
+    """Tokens (in and out) one session may use. A call whose worst case would go over is
+    refused before it is sent."""
+    max_cost_usd: float | None = Field(default=None, ge=0)
+    """Dollars one session may spend; needs the two prices below (or every call is refused)."""
+    input_price_per_mtok: float | None = Field(default=None, ge=0)
+    """US dollars per million input tokens, for cost accounting."""
+    output_price_per_mtok: float | None = Field(default=None, ge=0)
+    """US dollars per million output tokens, for cost accounting."""
+    local_path: str | None = None
+    """``local``: a GGUF file to load instead of the shipped small model."""
+    local_chat_format: str | None = None
+    """``local``: llama-cpp-python's chat format (``gemma``, ``chatml``...); default: the
+    model's own template."""
+    local_context: int = Field(default=4096, ge=512)
+    """``local``: the context window in tokens."""
+    local_threads: int | None = Field(default=None, ge=1, le=256)
+    """``local``: CPU threads; default half the cores (llama.cpp's threads spin, and slow
+    down sharply when they outnumber the free cores)."""
+
+
+class AgentConfig(_Section):
+    """``[agent]``: keel's own agent (``keel run``): phases, limits and the prompt's size."""
+
+    require_plan: bool = True
+    """Writing tools need a plan whose conditions held first; ``false`` allows writing
+    right after ``understand``."""
+    context_tokens: int = Field(default=16000, ge=2000)
+    """The most tokens (estimated) one request to the model may hold."""
+    repo_map_tokens: int = Field(default=1500, ge=0)
+    """The share of ``context_tokens`` the repository map may take (0: no map)."""
+    max_steps: int = Field(default=50, ge=1)
+    """Model calls one run may make (``--max-steps`` wins)."""
+    tool_timeout_seconds: float = Field(default=30, gt=0)
+    """The wall-clock limit of one tool call (a command, a plan, a gate)."""
+    max_wall_seconds: float = Field(default=1800, gt=0)
+    """The wall-clock limit of one run."""
+    tool_output_chars: int = Field(default=6000, ge=200)
+    """Characters of one tool result the model sees (the journal keeps more)."""
+
+
 class KeelConfig(_Section):
     """The whole of keel.toml."""
 
@@ -226,6 +339,8 @@ class KeelConfig(_Section):
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
     probes: ProbesConfig = Field(default_factory=ProbesConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
 
     @classmethod
     def for_preset(cls, preset: PresetName) -> KeelConfig:
@@ -251,6 +366,8 @@ def parse_config(text: str, file: str = CONFIG_NAME) -> KeelConfig:
         message = first["msg"]
         if first["type"] == "extra_forbidden":
             message = f"unknown key {key!r}"
+        elif first["type"] == "value_error" and "error" in (ctx := first.get("ctx", {})):
+            message = f"{key}: {ctx['error']}"
         else:
             message = f"{key}: {message}"
         more = exc.error_count() - 1

@@ -16,7 +16,10 @@ with ``raise Ours(...) from exc``.
     │   ├── JournalError           journal.*
     │   ├── SandboxError           sandbox.*
     │   ├── ProbeError             probe.*
-    │   └── WorkspaceError         workspace.*
+    │   ├── WorkspaceError         workspace.*
+    │   └── ModelError             model.*       a model call failed or was refused;
+    │       │                                    ``retryable`` says whether to try again
+    │       └── BudgetExceeded     model.budget  over a ``[model]`` budget: never sent
     └── Signal                     control flow, handled by the caller
         ├── StopRequested          stop.active   the emergency stop is set
         └── AlreadyAnswered        journal.already_answered   that request id was
@@ -29,9 +32,11 @@ from typing import Any
 
 __all__ = [
     "AlreadyAnswered",
+    "BudgetExceeded",
     "ConfigError",
     "JournalError",
     "KeelError",
+    "ModelError",
     "PatchError",
     "PayloadError",
     "PlanError",
@@ -142,6 +147,38 @@ class WorkspaceError(RunError):
     """A checkpoint, rollback or file operation failed."""
 
     default_code = "workspace.error"
+
+
+class ModelError(RunError):
+    """A model call failed (connection, timeout, HTTP status, bad response) or was refused.
+
+    ``retryable`` is true for failures worth another attempt (429, 5xx, connection errors,
+    timeouts); ``status`` is the HTTP status when there was one; ``retry_after`` the seconds a
+    server asked to wait. Messages never carry an API key or an Authorization header.
+    """
+
+    default_code = "model.error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        retryable: bool = False,
+        status: int | None = None,
+        retry_after: float | None = None,
+        **context: Any,
+    ) -> None:
+        super().__init__(message, code=code, status=status, **context)
+        self.retryable = retryable
+        self.status = status
+        self.retry_after = retry_after
+
+
+class BudgetExceeded(ModelError):
+    """A model call would go over a ``[model]`` budget of the session; it was not sent."""
+
+    default_code = "model.budget"
 
 
 class Signal(KeelError):

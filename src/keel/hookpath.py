@@ -49,6 +49,35 @@ USAGE = (
     "usage: keel hook EVENT --agent claude|codex|gemini "
     "[--fail-open] [--deadline S] [--workspace DIR]"
 )
+HELP = """
+Answer one tool call of an agent client: read the client's hook JSON on stdin, decide
+(policy, emergency stop, scope, monitor, checkpoints) and answer in that client's dialect.
+Exit 0 (the answer is on stdout) or 2 (blocked; the reason is on stderr), whatever happens:
+bad usage, an error inside keel or a timeout blocks. `keel init --agent X` registers it.
+
+  EVENT              the client's hook event (PreToolUse, PostToolUse, BeforeTool, ...)
+  --agent NAME       claude, codex or gemini: the client and its dialect
+  --fail-open        on an error inside keel, let the call run (journaled) instead of blocking
+  --deadline S       seconds keel gives itself (default 20; KEEL_HOOK_DEADLINE)
+  --workspace DIR    the workspace (default: from the client's project variable, else found
+                     from the current directory)
+  -h, --help         this page (only as the one argument: in a call it blocks)
+
+Examples:
+  echo '{"tool_name": "Bash", "tool_input": {"command": "ls"}}' \\
+    | keel hook PreToolUse --agent claude
+  keel hook BeforeTool --agent gemini --deadline 10 < call.json
+"""
+"""``keel hook -h``: the page after ``USAGE``."""
+
+
+def is_help(argv: "list[str] | tuple[str, ...]") -> bool:
+    """Whether ``argv`` asks for the help page: ``-h`` or ``--help`` as its only argument.
+
+    Only alone: a hook call always names its EVENT, so a call that also carries ``--help``
+    is bad usage and blocks, and help (exit 0) can never answer, and so allow, a tool call.
+    """
+    return len(argv) == 1 and argv[0] in ("-h", "--help")
 
 
 class HookArgs:
@@ -257,6 +286,8 @@ def run(
     import time
 
     started = time.monotonic()
+    if is_help(argv):  # never read stdin, never decide: the page and exit 0
+        return 0, (USAGE + "\n" + HELP).encode(), b""
     fail_open = "--fail-open" in argv
     try:
         args = parse_hook_args(argv)

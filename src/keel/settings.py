@@ -311,6 +311,120 @@ if TYPE_CHECKING:
         def exec_max_open_files(self) -> int:
             raise AttributeError
 
+    class ModelSettings(Protocol):
+        """``[model]``."""
+
+        @property
+        def spec(self) -> str | None:
+            raise AttributeError
+
+        @property
+        def base_url(self) -> str | None:
+            raise AttributeError
+
+        @property
+        def api_key_env(self) -> str | None:
+            raise AttributeError
+
+        @property
+        def structured_output(self) -> Literal["auto", "json_schema", "json_object", "off"]:
+            raise AttributeError
+
+        @property
+        def temperature(self) -> float:
+            raise AttributeError
+
+        @property
+        def top_p(self) -> float | None:
+            raise AttributeError
+
+        @property
+        def seed(self) -> int | None:
+            raise AttributeError
+
+        @property
+        def max_output_tokens(self) -> int:
+            raise AttributeError
+
+        @property
+        def timeout_seconds(self) -> float:
+            raise AttributeError
+
+        @property
+        def max_retries(self) -> int:
+            raise AttributeError
+
+        @property
+        def retry_backoff_seconds(self) -> float:
+            raise AttributeError
+
+        @property
+        def max_calls(self) -> int | None:
+            raise AttributeError
+
+        @property
+        def max_tokens(self) -> int | None:
+            raise AttributeError
+
+        @property
+        def max_cost_usd(self) -> float | None:
+            raise AttributeError
+
+        @property
+        def input_price_per_mtok(self) -> float | None:
+            raise AttributeError
+
+        @property
+        def output_price_per_mtok(self) -> float | None:
+            raise AttributeError
+
+        @property
+        def local_path(self) -> str | None:
+            raise AttributeError
+
+        @property
+        def local_chat_format(self) -> str | None:
+            raise AttributeError
+
+        @property
+        def local_context(self) -> int:
+            raise AttributeError
+
+        @property
+        def local_threads(self) -> int | None:
+            raise AttributeError
+
+    class AgentSettings(Protocol):
+        """``[agent]``."""
+
+        @property
+        def require_plan(self) -> bool:
+            raise AttributeError
+
+        @property
+        def context_tokens(self) -> int:
+            raise AttributeError
+
+        @property
+        def repo_map_tokens(self) -> int:
+            raise AttributeError
+
+        @property
+        def max_steps(self) -> int:
+            raise AttributeError
+
+        @property
+        def tool_timeout_seconds(self) -> float:
+            raise AttributeError
+
+        @property
+        def max_wall_seconds(self) -> float:
+            raise AttributeError
+
+        @property
+        def tool_output_chars(self) -> int:
+            raise AttributeError
+
     class Settings(Protocol):
         """The whole of keel.toml, read-only."""
 
@@ -346,9 +460,18 @@ if TYPE_CHECKING:
         def sandbox(self) -> SandboxSettings:
             raise AttributeError
 
+        @property
+        def model(self) -> ModelSettings:
+            raise AttributeError
+
+        @property
+        def agent(self) -> AgentSettings:
+            raise AttributeError
+
 else:  # the run-time names: plain bases for the view classes that derive from them
     PolicySettings = ScopeSettings = ConstraintSettings = LimitsSettings = object
     GatesSettings = MonitorSettings = ProbesSettings = SandboxSettings = Settings = object
+    ModelSettings = AgentSettings = object
 
 SECTIONS: dict[str, str] = {
     "policy": "PolicySettings",
@@ -359,5 +482,7 @@ SECTIONS: dict[str, str] = {
     "monitor": "MonitorSettings",
     "probes": "ProbesSettings",
     "sandbox": "SandboxSettings",
+    "model": "ModelSettings",
+    "agent": "AgentSettings",
 }
 """Each section of keel.toml and the protocol that types it."""

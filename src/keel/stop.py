@@ -101,6 +101,11 @@ def _float(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
+def current_user() -> str:
+    """Who is acting: the login name, else ``$USER``, else the uid."""
+    return _who()
+
+
 def _who() -> str:
     try:
         return os.getlogin()

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,9 +11,13 @@ from keel.adapters.install import (
     HOOKS,
     SETTINGS,
     default_keel_command,
+    fail_closed_command,
     hook_command,
     install_hooks,
+    is_fail_closed,
     is_keel_hook,
+    registered_command,
+    registered_hooks,
     remove_hooks,
 )
 from keel.errors import ConfigError, UsageError
@@ -32,7 +37,9 @@ def test_install_into_an_empty_project_and_remove_leaves_nothing(workdir: Path, 
         (group,) = data["hooks"][event]
         assert group.get("matcher") == matcher
         (hook,) = group["hooks"]
-        assert hook["command"] == f"/opt/venv/bin/keel hook {event} --agent {agent}"
+        assert hook["command"] == fail_closed_command(
+            f"/opt/venv/bin/keel hook {event} --agent {agent}", event
+        )
         assert hook["timeout"] == (30000 if agent == "gemini" else 30)
     remove_hooks(workdir, agent)
     assert not path.exists() and not path.parent.exists()
@@ -74,9 +81,10 @@ def test_install_twice_replaces_instead_of_duplicating(workdir: Path) -> None:
     data = json.loads((workdir / ".gemini" / "settings.json").read_text())
     (group,) = data["hooks"]["BeforeTool"]
     (hook,) = group["hooks"]
-    assert (
-        hook["command"]
-        == "/new/python -m keel.cli._entry hook BeforeTool --agent gemini --fail-open"
+    assert hook["command"] == fail_closed_command(
+        "/new/python -m keel.cli._entry hook BeforeTool --agent gemini --fail-open",
+        "BeforeTool",
+        fail_open=True,
     )
     assert hook["name"] == "keel"
     remove_hooks(workdir, "gemini")
@@ -131,3 +139,64 @@ def test_default_command_uses_the_real_interpreter_not_a_shim() -> None:
     cmd = default_keel_command()
     assert "shims" not in cmd[0]
     assert Path(cmd[0]).parent == Path(sys.executable).parent
+
+
+def _run_registered(command: str) -> subprocess.CompletedProcess[str]:
+    """Run a registered hook command the way the clients do: through a POSIX shell."""
+    return subprocess.run(
+        ["/bin/sh", "-c", command], input="{}", capture_output=True, text=True, check=False
+    )
+
+
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [("PreToolUse", 2), ("PostToolUse", 2), ("BeforeTool", 2), ("Stop", 0), ("SessionStart", 0)],
+)
+def test_a_hook_whose_interpreter_is_gone_blocks_tool_events(event: str, expected: int) -> None:
+    command = registered_command(["/nonexistent/venv/bin/python", "-S", "-c", "x"], "claude", event)
+    proc = _run_registered(command)
+    assert proc.returncode == expected  # 127 from the shell would be "go on" for every client
+    assert "keel: the hook could not run (exit 127)" in proc.stderr
+    assert "keel doctor" in proc.stderr
+
+
+@pytest.mark.parametrize("status", [0, 2])
+def test_keel_s_own_answers_pass_through_the_fallback(status: int) -> None:
+    python = [sys.executable, "-c", f"import sys; print('answer'); sys.exit({status})"]
+    proc = _run_registered(registered_command(python, "claude", "PreToolUse"))
+    assert (proc.returncode, proc.stdout, proc.stderr) == (status, "answer\n", "")
+
+
+def test_a_crashing_keel_blocks_and_fail_open_is_kept_when_chosen() -> None:
+    crash = [sys.executable, "-c", "raise SystemExit(1)"]
+    assert _run_registered(registered_command(crash, "codex", "PreToolUse")).returncode == 2
+    chosen = registered_command(crash, "codex", "PreToolUse", ["--fail-open"])
+    assert _run_registered(chosen).returncode == 0
+
+
+def test_reinstall_upgrades_a_hook_registered_without_the_fallback(workdir: Path) -> None:
+    path = workdir / ".claude" / "settings.json"
+    path.parent.mkdir()
+    old = hook_command(KEEL, "claude", "PreToolUse")
+    path.write_text(json.dumps({"hooks": {"PreToolUse": [{"hooks": [{"command": old}]}]}}))
+    install_hooks(workdir, "claude", keel_command=KEEL)
+    (group,) = json.loads(path.read_text())["hooks"]["PreToolUse"]
+    (hook,) = group["hooks"]
+    assert is_fail_closed(hook["command"]) and is_keel_hook(hook["command"], "claude")
+
+
+def test_local_registers_in_the_personal_file_and_moves_the_hooks(workdir: Path) -> None:
+    shared = workdir / ".claude" / "settings.json"
+    local = workdir / ".claude" / "settings.local.json"
+    install_hooks(workdir, "claude", keel_command=KEEL)
+    install_hooks(workdir, "claude", keel_command=KEEL, local=True)
+    assert not shared.exists()  # keel created it, and its hooks moved: never registered twice
+    events = {event for _, event, _ in registered_hooks(workdir, "claude")}
+    assert events == {event for event, _ in HOOKS["claude"]}
+    assert {path for path, _, _ in registered_hooks(workdir, "claude")} == {local}
+    install_hooks(workdir, "claude", keel_command=KEEL)
+    assert shared.exists() and not local.exists()
+    assert remove_hooks(workdir, "claude") == [shared]
+    assert remove_hooks(workdir, "claude") == []
+    with pytest.raises(UsageError, match="--local"):
+        install_hooks(workdir, "codex", keel_command=KEEL, local=True)

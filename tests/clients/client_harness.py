@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,7 +36,15 @@ BINARIES = {
 PROVIDER = {"claude": "anthropic", "codex": "openai", "gemini": "gemini"}
 RUN_TIMEOUT = 180
 
-__all__ = ["FakeModel", "Run", "Turn", "client_binary", "new_project", "run_client"]
+__all__ = [
+    "FakeModel",
+    "Run",
+    "Turn",
+    "client_binary",
+    "codex_home",
+    "new_project",
+    "run_client",
+]
 
 
 def clients_dir() -> Path:
@@ -159,13 +168,17 @@ def run_client(
     hook_cmd: list[str] | None = None,
     claude_allowed_tools: str | None = "Bash,Read,Edit,Write",
     env: dict[str, str] | None = None,
+    codex_trusted: bool = True,
 ) -> Run:
     """Install keel's hooks for ``agent`` in ``project`` and run the client once.
 
     ``claude_allowed_tools=None`` runs Claude Code without ``--allowedTools`` and
     ``--permission-mode acceptEdits``, so its own permission check decides (and refuses in -p).
     ``env`` adds to (or overrides) the client's environment (its HOME is always
-    ``home-AGENT`` next to the project).
+    ``home-AGENT`` next to the project). ``codex_trusted=False`` leaves Codex's trust of the
+    project as ``$CODEX_HOME/config.toml`` (``codex_home(project)``) has it, instead of
+    writing the trust entry: a config from an earlier run is kept, only the model's URL is
+    updated.
     """
     binary = client_binary(agent)
     env_extra = dict(env or {})
@@ -188,7 +201,7 @@ def run_client(
             case "claude":
                 argv, env = _claude(binary, home, model, prompt, claude_allowed_tools)
             case "codex":
-                argv, env = _codex(binary, home, project, model, prompt)
+                argv, env = _codex(binary, home, project, model, prompt, codex_trusted)
             case "gemini":
                 argv, env = _gemini(binary, home, project, model, prompt)
             case _:
@@ -243,12 +256,41 @@ def _claude(
     return argv, env
 
 
+def codex_home(project: Path) -> Path:
+    """The ``CODEX_HOME`` ``run_client`` gives Codex for ``project``."""
+    return project.parent / "home-codex" / "codex_home"
+
+
 def _codex(
-    binary: Path, home: Path, project: Path, model: FakeModel, prompt: str
+    binary: Path,
+    home: Path,
+    project: Path,
+    model: FakeModel,
+    prompt: str,
+    trusted: bool = True,
 ) -> tuple[list[str], dict[str, str]]:
     codex_home = home / "codex_home"
     codex_home.mkdir(parents=True, exist_ok=True)
-    (codex_home / "config.toml").write_text(f"""
+    config = codex_home / "config.toml"
+    base_url = f'base_url = "{model.url}/v1"'
+    if not trusted and config.exists():
+        config.write_text(re.sub(r"^base_url = .*$", base_url, config.read_text(), flags=re.M))
+    else:
+        config.write_text(_codex_config(base_url, project, trusted))
+    env = _env(home, {"CODEX_HOME": str(codex_home), "FAKE_API_KEY": "dummy"})
+    argv = [
+        str(binary),
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-hook-trust",
+        prompt,
+    ]
+    return argv, env
+
+
+def _codex_config(base_url: str, project: Path, trusted: bool) -> str:
+    text = f"""
 model = "fake-model"
 model_provider = "fake"
 approval_policy = "never"
@@ -257,7 +299,7 @@ check_for_update_on_startup = false
 
 [model_providers.fake]
 name = "fake"
-base_url = "{model.url}/v1"
+{base_url}
 wire_api = "responses"
 env_key = "FAKE_API_KEY"
 request_max_retries = 0
@@ -271,21 +313,11 @@ plugins = false
 apps = false
 remote_plugin = false
 in_app_updates = false
-
-# keel's hooks live in the project's .codex/hooks.json, which Codex reads for trusted projects.
-[projects."{project}"]
-trust_level = "trusted"
-""")
-    env = _env(home, {"CODEX_HOME": str(codex_home), "FAKE_API_KEY": "dummy"})
-    argv = [
-        str(binary),
-        "exec",
-        "--json",
-        "--skip-git-repo-check",
-        "--dangerously-bypass-hook-trust",
-        prompt,
-    ]
-    return argv, env
+"""
+    if not trusted:
+        return text
+    # keel's hooks live in the project's .codex/hooks.json, which Codex reads for trusted projects.
+    return text + f'\n[projects."{project}"]\ntrust_level = "trusted"\n'
 
 
 GEMINI_SETTINGS = {

@@ -1,14 +1,15 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from journal_helpers import fill
 
-from keel.events import DataPayload, Event
-from keel.journal import MemoryJournal
+from keel.events import DataPayload, DecisionPayload, Event, ToolResultPayload
+from keel.journal import MemoryJournal, open_journal
 from keel.journal.timeline import render_line, session_timeline
 
 Cli = Callable[..., Any]
@@ -77,7 +78,7 @@ def test_log_lists_sessions(root: Path, cli: Cli) -> None:
 
     as_json = cli("log", "--json", "-w", str(root))
     assert as_json.exit_code == 0
-    sessions = json.loads(as_json.stdout)
+    sessions = json.loads(as_json.stdout)["sessions"]
     assert [(s["session_id"], s["agent"], s["events"]) for s in sessions] == [
         ("sess-1", "claude", 13),
         ("sess-2", "codex", 13),
@@ -85,7 +86,7 @@ def test_log_lists_sessions(root: Path, cli: Cli) -> None:
     assert set(sessions[0]) == {"session_id", "agent", "first_ts", "last_ts", "events", "trace_id"}
 
     limited = json.loads(cli("log", "--json", "--limit", "1", "-w", str(root)).stdout)
-    assert [s["session_id"] for s in limited] == ["sess-2"]
+    assert [s["session_id"] for s in limited["sessions"]] == ["sess-2"]
 
 
 def test_log_of_one_session(root: Path, cli: Cli) -> None:
@@ -95,24 +96,99 @@ def test_log_of_one_session(root: Path, cli: Cli) -> None:
     assert result.stdout.splitlines() == [render_line(e) for e in stored[-2:]]
 
     as_json = cli("log", "--session", "sess-1", "--json", "-w", str(root))
-    events = [Event.from_dict(e) for e in json.loads(as_json.stdout)]
-    assert events == stored[:13]
+    doc = json.loads(as_json.stdout)
+    assert doc["session"]["session_id"] == "sess-1"
+    assert [Event.from_dict(e) for e in doc["events"]] == stored[:13]
 
 
 def test_log_with_no_journal_says_so(root: Path, cli: Cli) -> None:
     result = cli("log", "-w", str(root))
     assert result.exit_code == 0
     assert "nothing in the journal yet" in result.stdout
-    assert json.loads(cli("log", "--json", "-w", str(root)).stdout) == []
+    assert json.loads(cli("log", "--json", "-w", str(root)).stdout) == {"sessions": []}
     assert not (root / ".keel").exists()
 
 
 def test_timeline_generic_and_long_lines() -> None:
     journal = MemoryJournal()
     long = "x" * 500
-    event = journal.append(Event("model.request", "s", DataPayload({"model": "m", "text": long})))
+    event = journal.append(Event("thought", "s", DataPayload({"model": "m", "text": long})))
     line = render_line(event)
-    assert "model.request" in line and line.endswith("…") and len(line) < 220
+    assert "thought" in line and line.endswith("…") and len(line) < 220
     assert "\n" not in render_line(
         journal.append(Event("thought", "s", DataPayload({"t": "a\nb"})))
     )
+
+
+def _recent(root: Path, now: float) -> None:
+    """Two sessions: "old-3f2a" three hours ago, "new-3f2b" ten minutes ago, one of each verdict."""
+    with open_journal(root) as journal:
+        for session, ago in (("old-3f2a", 3 * 3600), ("new-3f2b", 600)):
+            for i, verdict in enumerate(("allow", "ask", "deny")):
+                payload = DecisionPayload(verdict, f"rule.{verdict}", f"{verdict} {session}")
+                journal.append(Event("decision", session, payload, ts=now - ago + i))
+            journal.append(Event("prompt", session, DataPayload({"n": 1}), ts=now - ago + 5))
+
+
+def test_log_since(root: Path, cli: Cli) -> None:
+    _recent(root, time.time())
+    listed = cli("log", "--since", "1h", "-w", str(root))
+    assert listed.exit_code == 0, listed.output
+    assert [line.split()[0] for line in listed.stdout.splitlines()[1:]] == ["new-3f2b"]
+    doc = json.loads(cli("log", "--since", "4h", "--json", "-w", str(root)).stdout)
+    assert [s["session_id"] for s in doc["sessions"]] == ["old-3f2a", "new-3f2b"]
+    assert json.loads(cli("log", "--since", "1m", "--json", "-w", str(root)).stdout) == {
+        "sessions": []
+    }
+
+    stored = fill(root, 13)  # sess-1 at 2023-11-14 22:13:21..33 UTC
+    events = cli("log", "-s", "sess-1", "--since", "2023-11-14T22:13:31", "-w", str(root))
+    assert events.stdout.splitlines() == [render_line(e) for e in stored[10:]]
+
+    bad = cli("log", "--since", "yesterday", "--json", "-w", str(root))
+    assert bad.exit_code == 2
+    assert json.loads(bad.stderr)["error"]["code"] == "usage.since"
+
+
+def test_log_decision_across_sessions_and_in_one(root: Path, cli: Cli) -> None:
+    _recent(root, time.time())
+    denied = cli("log", "--decision", "deny", "-w", str(root))
+    assert denied.exit_code == 0, denied.output
+    lines = denied.stdout.splitlines()
+    assert len(lines) == 2 and all("DENY [rule.deny]" in line for line in lines)
+    assert "old-3f2a" in lines[0] and "new-3f2b" in lines[1]  # the session on each line
+
+    doc = json.loads(
+        cli("log", "-s", "new", "-d", "deny,ask", "--json", "-w", str(root)).stdout
+    )  # a session prefix, as keel show takes
+    assert doc["session"]["session_id"] == "new-3f2b"
+    assert [e["payload"]["decision"] for e in doc["events"]] == ["ask", "deny"]
+
+    recent = json.loads(
+        cli("log", "-d", "allow", "--since", "1h", "--json", "-w", str(root)).stdout
+    )
+    assert recent["session"] is None
+    assert [(e["session_id"], e["payload"]["decision"]) for e in recent["events"]] == [
+        ("new-3f2b", "allow")
+    ]
+
+    bad = cli("log", "--decision", "maybe", "-w", str(root))
+    assert bad.exit_code == 2 and "usage.decision" in bad.stderr
+    empty = cli("log", "-s", "", "-w", str(root))
+    assert empty.exit_code == 2 and "usage.session" in empty.stderr
+
+
+def test_show_full_prints_every_field_uncut(root: Path, cli: Cli) -> None:
+    output = "\n".join(f"line {i}: " + "x" * 200 for i in range(3)) + "\n\x1b[31mred"
+    with open_journal(root) as journal:
+        journal.append(
+            Event("tool.result", "s-full", ToolResultPayload("Bash", ok=True, output=output))
+        )
+    short = cli("show", "s-full", "-w", str(root))
+    assert short.exit_code == 0 and "x" * 200 not in short.stdout
+    full = cli("show", "s-f", "--full", "-w", str(root))
+    assert full.exit_code == 0, full.output
+    for i in range(3):
+        assert f"    line {i}: {'x' * 200}" in full.stdout
+    assert "payload.tool: Bash" in full.stdout and "payload.ok: true" in full.stdout
+    assert "\x1b" not in full.stdout and "\\x1b[31mred" in full.stdout

@@ -121,6 +121,11 @@ def test_scan_reads_a_journal_database(workdir: Path) -> None:
     assert report.format == "keel" and len(report.runs) == 2
     only = scan_file(workdir, session="keel-demo-7f3a")
     assert [d.detector for d in only.diagnostics] == ["plan_drift", "unverified_finish"]
+    prefixed = scan_file(workdir, session="keel-demo")  # a unique prefix, as `keel show` takes
+    assert [r.session_id for r in prefixed.runs] == ["keel-demo-7f3a"]
+    with pytest.raises(UserError) as caught:
+        scan_file(workdir, session="nosuch")
+    assert caught.value.code == "monitor.session_unknown"
 
 
 def test_a_long_loop_is_reported_with_its_stop(workdir: Path) -> None:

@@ -89,8 +89,27 @@ def test_validate_exit_codes(workdir: Path) -> None:
             ],
         },
     )
-    assert invoke("plan", "validate", lint, "-w", str(workdir)).exit_code == 0
+    # `plan run` refuses a final action the commitment lint flags, so validate fails it too
+    flagged = invoke("plan", "validate", lint, "-w", str(workdir))
+    assert flagged.exit_code == 1 and "would refuse" in flagged.stdout
     assert invoke("plan", "validate", lint, "--strict", "-w", str(workdir)).exit_code == 1
+    # a warning on a probe (no final action is refused) fails only with --strict
+    column = write_plan(
+        workdir / "column.json",
+        {
+            "goal": "g",
+            "steps": [
+                {
+                    "id": "a",
+                    "type": "evidence_collection",
+                    "action": {"function": "parse.csv_sum", "args": ["d.csv", "sales"]},
+                    "output_to": "t",
+                }
+            ],
+        },
+    )
+    assert invoke("plan", "validate", column, "-w", str(workdir)).exit_code == 0
+    assert invoke("plan", "validate", column, "--strict", "-w", str(workdir)).exit_code == 1
 
 
 def test_run_completed_needs_input_and_answers(workdir: Path) -> None:

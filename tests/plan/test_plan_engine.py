@@ -535,6 +535,9 @@ class CountingSandbox:
         self.starts += 1
         return self.inner.run_python(*args, **kwargs)
 
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        return self.inner.run(*args, **kwargs)
+
 
 def test_ready_probes_share_one_sandbox_start(workdir: Path) -> None:
     box = CountingSandbox(sandbox())

@@ -49,7 +49,7 @@ def test_create_list_diff_rollback(cli: Invoke, ws: Path) -> None:
     assert "created" in result.output
     subprocess.run(["sh", "-c", "echo y = 2 >> app.py; echo new > new.txt"], cwd=ws, check=True)
     listed = cli("checkpoint", "list", "--json")
-    [cp] = json.loads(listed.output)
+    [cp] = json.loads(listed.output)["checkpoints"]
     assert cp["label"] == "start" and cp["kind"] == "manual"
     diff = cli("diff")
     assert diff.exit_code == 0
@@ -127,3 +127,73 @@ def test_patch_apply_is_journaled(cli: Invoke, ws: Path) -> None:
     with open_journal(ws) as journal:
         kinds = [e.kind for e in journal.events("sx")]
     assert kinds == ["checkpoint", "patch", "checkpoint"]
+
+
+def _agent_session(ws: Path, session: str) -> Checkpoints:
+    """One call of ``session`` that changed app.py and added new.txt, its after recorded."""
+    cps = Checkpoints(ws)
+    cps.create(session_id=session, tool_use_id="t1")
+    (ws / "app.py").write_text("agent\n")
+    (ws / "new.txt").write_text("new\n")
+    cps.after_call(session, "t1")
+    return cps
+
+
+def _files(ws: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(ws)): p.read_bytes()
+        for p in sorted(ws.rglob("*"))
+        if p.is_file() and ".keel" not in p.relative_to(ws).parts
+    }
+
+
+def test_rollback_dry_run_says_what_and_changes_nothing(cli: Invoke, ws: Path) -> None:
+    from keel.journal import journal_path, open_journal
+
+    cps = _agent_session(ws, "3f2a9c-session")
+    before, history = _files(ws), cps.history()
+    with open_journal(ws) as journal:
+        events = len(list(journal.events()))
+    text = cli("rollback", "--session", "3f2a", "--dry-run")
+    assert text.exit_code == 0, text.output
+    assert "would restore" in text.output and "nothing was written" in text.output
+    assert "  would restore  app.py" in text.output
+    assert "  would remove   new.txt" in text.output
+    doc = json.loads(cli("rollback", "--last", "--dry-run", "--json").output)
+    assert doc["dry_run"] is True and doc["undo"] is None and doc["after"] is None
+    assert (doc["restored"], doc["deleted"]) == (["app.py"], ["new.txt"])
+    assert _files(ws) == before  # byte for byte
+    assert [c.id for c in Checkpoints(ws).history()] == [c.id for c in history]
+    with open_journal(ws) as journal:
+        assert len(list(journal.events())) == events
+    assert journal_path(ws).exists()
+    # the real rollback does what the dry run said
+    real = json.loads(cli("rollback", "--session", "3f2a", "--json").output)
+    assert (real["restored"], real["deleted"]) == (doc["restored"], doc["deleted"])
+    assert (ws / "app.py").read_text() == "x = 1\n" and not (ws / "new.txt").exists()
+
+
+def test_rollback_dry_run_refuses_as_the_rollback_would(cli: Invoke, ws: Path) -> None:
+    _agent_session(ws, "s1")
+    (ws / "app.py").write_text("user\n")
+    before = _files(ws)
+    result = cli("rollback", "--session", "s1", "--dry-run")
+    assert result.exit_code == 1 and "workspace.user_changes" in result.output
+    assert _files(ws) == before
+
+
+def test_diff_session_takes_a_prefix_like_show(cli: Invoke, ws: Path) -> None:
+    _agent_session(ws, "3f2a9c-session")
+    Checkpoints(ws).create(session_id="3f2b00-other", tool_use_id="t9")
+    result = cli("diff", "--session", "3f2a", "--stat")
+    assert result.exit_code == 0, result.output
+    assert "app.py" in result.output and "new.txt" in result.output
+    doc = json.loads(cli("diff", "--session", "3f2a9c", "--json").output)
+    assert doc["checkpoint"]["session_id"] == "3f2a9c-session"
+    ambiguous = cli("diff", "--session", "3f2", "--json")
+    assert ambiguous.exit_code == 1
+    assert json.loads(ambiguous.output)["error"]["code"] == "journal.session_ambiguous"
+    unknown = cli("diff", "--session", "zz")
+    assert unknown.exit_code == 1 and "journal.session_unknown" in unknown.output
+    listed = json.loads(cli("checkpoint", "list", "--session", "3f2a", "--json").output)
+    assert {c["session_id"] for c in listed["checkpoints"]} == {"3f2a9c-session"}

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] == ["hook"]:
         from keel.hookpath import main as hook_main
 
-        hook_main(args[1:])  # exits the process with 0 or 2, whatever happens
+        hook_main(args[1:])  # exits with 0 or 2 whatever happens (0 too for `keel hook -h`)
     if args[:1] == ["exec"]:
         from keel.cli.exec import main as exec_main
 

@@ -6,9 +6,17 @@ from typing import Annotated
 
 import typer
 
+from keel.cli._common import examples
+
 
 def register(app: typer.Typer) -> None:
-    app.command("demo")(demo)
+    """Add ``keel demo`` to ``app``."""
+    app.command(
+        "demo",
+        epilog=examples(
+            "keel demo", "keel demo --section core --section hooks", "NO_COLOR=1 keel demo"
+        ),
+    )(demo)
 
 
 def demo(
@@ -18,9 +26,7 @@ def demo(
     keep: Annotated[bool, typer.Option("--keep", help="Keep the generated files.")] = False,
 ) -> None:
     """Show keel's main jobs on a generated sample repository (offline, no API key)."""
-    from rich.console import Console
-
-    from keel.cli._common import fail
+    from keel.cli._common import fail, make_console
     from keel.demo import SECTIONS, run_demo
     from keel.errors import UsageError
 
@@ -28,4 +34,4 @@ def demo(
     unknown = [s for s in section or [] if s not in names]
     if unknown:
         fail(UsageError(f"unknown section {unknown[0]!r}; choose from {', '.join(names)}"))
-    run_demo(Console(), section, keep)
+    run_demo(make_console(), section, keep)

@@ -14,6 +14,24 @@ USAGE = (
     "usage: keel exec [--workspace DIR] [--timeout SECONDS] [--backend auto|bwrap|landlock] "
     "-- CMD..."
 )
+HELP = """
+Run a command contained, in place in the workspace: it can write only the workspace, a
+private /tmp and [sandbox] writable; keel's and the agents' control files stay read-only;
+HOME is fresh, secrets are filtered from the environment, and the network goes only through
+a proxy that lets through the policy's allowed hosts. The hooks rewrite every shell command
+they allow into this.
+
+  --workspace DIR    the workspace (default: found from the current directory)
+  --timeout SECONDS  a wall-clock limit (exit 124 when it passes)
+  --backend NAME     auto, bwrap or landlock (default auto: see `keel sandbox check`)
+
+Exit: the command's own code, or 123 control files quarantined, 124 timeout, 125 cannot
+contain, 126 emergency stop, 127 not found, 2 usage.
+
+Examples:
+  keel exec -- pytest -q
+  keel exec --timeout 60 -- bash -c 'make && make test'
+"""
 _OPTIONS = {
     "--workspace": "workspace",
     "-w": "workspace",
@@ -51,7 +69,7 @@ def main(args: list[str]) -> int:
     """Run ``keel exec`` with ``args`` (after ``exec``); the exit code."""
     parsed = parse(args)
     if parsed == "help":
-        sys.stdout.write(USAGE + "\n")
+        sys.stdout.write(USAGE + "\n" + HELP)
         return 0
     if isinstance(parsed, str):
         return _usage(parsed)

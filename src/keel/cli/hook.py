@@ -17,6 +17,15 @@ import time
 from typing import Any
 
 
+def print_help() -> int:
+    """Print the usage of ``keel hook`` (``keel hook -h``); the exit code, 0."""
+    from keel.hookpath import HELP, USAGE
+
+    sys.stdout.write(USAGE + "\n" + HELP)
+    sys.stdout.flush()
+    return 0
+
+
 def main(argv: list[str], guard_factory: Any = None) -> int:
     """Run one hook call: stdin in, the client's dialect out; returns the exit code.
 
@@ -55,9 +64,11 @@ def register(app: Any) -> None:
     import typer
 
     def hook(ctx: typer.Context) -> None:
-        from keel.hookpath import run
+        from keel.hookpath import is_help, run
 
         args = list(ctx.args)
+        if is_help(args):  # only alone: a real call with -h blocks
+            raise typer.Exit(print_help())
         workspace = (ctx.obj or {}).get("workspace")
         if workspace and not any(a.startswith(("--workspace", "-w")) for a in args):
             args += ["--workspace", str(workspace)]
@@ -69,9 +80,9 @@ def register(app: Any) -> None:
     hook.__annotations__ = {"ctx": typer.Context, "return": None}  # typer resolves these
     hook.__doc__ = (
         "Answer an agent's hook call: `keel hook EVENT --agent claude|codex|gemini` "
-        "[--fail-open] [--deadline S] (reads the client's JSON on stdin)."
+        "[--fail-open] [--deadline S] (reads the client's JSON on stdin; `keel hook -h`)."
     )
-    app.command(
-        "hook",
-        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    )(hook)
+    # No typer help option: `--help` anywhere in a real hook call must block, not print help
+    # and exit 0 (which the client would take as "run the call").
+    settings = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+    app.command("hook", context_settings=settings, add_help_option=False)(hook)

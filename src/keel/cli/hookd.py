@@ -12,16 +12,28 @@ from typing import Annotated
 
 import typer
 
-from keel.cli._common import JsonOpt, WorkspaceOpt, fail, print_json, workspace_root
+from keel.cli._common import (
+    HELP_OPTIONS,
+    JsonOpt,
+    WorkspaceOpt,
+    examples,
+    fail,
+    print_json,
+    workspace_root,
+)
 from keel.errors import KeelError, UsageError, WorkspaceError
 
 
 def register(app: typer.Typer) -> None:
     """Add ``keel hookd`` and its subcommands to the app."""
-    sub = typer.Typer(help="The resident hook server (`keel hookd`) of a workspace.")
-    sub.command("run")(run)
-    sub.command("status")(status)
-    sub.command("stop")(stop)
+    sub = typer.Typer(
+        help="The resident hook server (`keel hookd`) of a workspace.",
+        no_args_is_help=True,
+        context_settings=HELP_OPTIONS,
+    )
+    sub.command("run", epilog=examples("keel hookd run --idle 60"))(run)
+    sub.command("status", epilog=examples("keel hookd status", "keel hookd status --json"))(status)
+    sub.command("stop", epilog=examples("keel hookd stop", "keel hookd stop --json"))(stop)
     app.add_typer(sub, name="hookd")
 
 
@@ -50,7 +62,10 @@ def run(
 
 
 def status(ctx: typer.Context, workspace: WorkspaceOpt = None, as_json: JsonOpt = False) -> None:
-    """Whether a daemon serves the workspace."""
+    """Whether a daemon serves the workspace.
+
+    --json prints {"root", "running", "socket", "enabled"}.
+    """
     from keel.daemon.server import daemon_running, socket_path
     from keel.hookpath import daemon_enabled as enabled
 
@@ -70,16 +85,23 @@ def status(ctx: typer.Context, workspace: WorkspaceOpt = None, as_json: JsonOpt 
     typer.echo(f"hookd {'running' if info['running'] else 'not running'} for {root}")
 
 
-def stop(ctx: typer.Context, workspace: WorkspaceOpt = None) -> None:
-    """Stop the workspace's daemon (hooks decide in process until one starts again)."""
+def stop(ctx: typer.Context, workspace: WorkspaceOpt = None, as_json: JsonOpt = False) -> None:
+    """Stop the workspace's daemon (hooks decide in process until one starts again).
+
+    --json prints {"root", "stopped"}: whether a running daemon was told to stop.
+    """
     from keel.daemon.server import stop_daemon
 
     try:
         root = workspace_root(ctx, workspace)
     except KeelError as err:
-        fail(err)
+        fail(err, as_json=as_json)
     try:
         stopped = stop_daemon(root)
     except OSError as exc:
-        fail(WorkspaceError(f"cannot stop hookd of {root}: {exc}", code="workspace.hookd"))
+        error = WorkspaceError(f"cannot stop hookd of {root}: {exc}", code="workspace.hookd")
+        fail(error, as_json=as_json)
+    if as_json:
+        print_json({"root": str(root), "stopped": bool(stopped)})
+        return
     typer.echo("hookd stopping" if stopped else "hookd was not running")

@@ -2,18 +2,33 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from keel.cli._common import WorkspaceOpt, fail, utf8_text
+from keel.cli._common import WorkspaceOpt, examples, fail, utf8_text
 from keel.errors import KeelError, UsageError
 from keel.root import find_root
 
+DENY_RULES_NOTE = (
+    "note: once keel rewrites an allowed command into `keel exec`, Claude Code's own deny and "
+    "ask rules judge the rewritten command and no longer match it; keel.toml is where they "
+    "stay in force."
+)
+
 
 def register(app: typer.Typer) -> None:
-    app.command("init")(init)
+    app.command(
+        "init",
+        epilog=examples(
+            "keel init --agent claude --scope 'src/**,tests/**'",
+            "keel init --agent claude --local      # .claude/settings.local.json, not shared",
+            "keel init --agent codex --trust       # also trust the project in ~/.codex",
+            "keel init --agent gemini --remove",
+        ),
+    )(init)
 
 
 def init(
@@ -37,43 +52,184 @@ def init(
     force: Annotated[
         bool, typer.Option("--force", help="Overwrite an existing keel.toml.")
     ] = False,
+    local: Annotated[
+        bool,
+        typer.Option(
+            "--local",
+            help="With --agent claude: register in .claude/settings.local.json (personal, "
+            "not shared) instead of .claude/settings.json.",
+        ),
+    ] = False,
+    trust: Annotated[
+        bool,
+        typer.Option(
+            "--trust",
+            help="With --agent codex: record that Codex trusts this project in "
+            "$CODEX_HOME/config.toml (Codex runs no hooks of an untrusted project).",
+        ),
+    ] = False,
+    import_rules: Annotated[
+        bool,
+        typer.Option(
+            "--import/--no-import",
+            help="With --agent: carry the client's own permission rules into a new keel.toml.",
+        ),
+    ] = True,
     workspace: WorkspaceOpt = None,
 ) -> None:
-    """Write a commented keel.toml and .keel/, git-ignore .keel/, and optionally register hooks."""
+    """Write a commented keel.toml and .keel/, git-ignore .keel/, and optionally register hooks.
+
+    With --agent, the client's own permission rules (Claude Code's permissions.allow/ask/deny,
+    Codex's execpolicy prefix_rule files) go into the keel.toml written, and the ones keel
+    cannot express are listed. Then run `keel doctor` to check the guard end to end.
+    """
     from keel.init import init_workspace
 
     chosen = workspace or (ctx.obj or {}).get("workspace")
-    root = find_root(override=str(chosen)) if chosen else Path.cwd()
+    root = find_root(override=str(chosen)) if chosen else Path.cwd().resolve()
     globs = [g.strip() for item in scope or [] for g in item.split(",") if g.strip()] or None
     try:
         for glob in globs or []:
             if utf8_text(glob) != glob:
                 raise UsageError(f"--scope {utf8_text(glob)!r} is not valid UTF-8")
-        if agent is not None:
-            from keel.adapters.protocol import AGENTS
-
-            if agent not in AGENTS:
-                raise UsageError(f"unknown agent {agent!r}; choose one of {', '.join(AGENTS)}")
+        _check_options(agent, remove=remove, local=local, trust=trust)
         if remove:
-            if not agent:
-                fail(UsageError("--remove needs --agent"))
-            from keel.adapters.install import remove_hooks
-
-            for path in remove_hooks(root, agent):
-                typer.echo(f"removed keel's {agent} hooks from {path}")
+            _remove(root, str(agent))
             return
-        result = init_workspace(root, preset, force=force, scope=globs)
+        rules = None
+        if agent and import_rules:
+            from keel.adapters.permissions import read_permissions
+
+            rules = read_permissions(root, agent)
+        result = init_workspace(root, preset, force=force, scope=globs, rules=rules)
         if result.wrote_config:
             typer.echo(f"wrote {result.config_path} (preset {preset})")
         else:
             typer.echo(f"kept existing {result.config_path} (use --force to overwrite)")
+            if result.scope_was is not None:
+                typer.echo(
+                    f"set [scope] include = {json.dumps(globs)} in it "
+                    f"(was {json.dumps(list(result.scope_was))})"
+                )
+            elif globs:
+                typer.echo(f"[scope] include is {json.dumps(globs)} already")
         typer.echo(f"state directory {result.root / '.keel'}")
         if result.updated_gitignore:
             typer.echo("added .keel/ to .gitignore")
+        if rules:
+            _report_rules(rules, str(agent), written=result.wrote_config)
         if agent:
             from keel.adapters.install import default_keel_command, install_hooks
 
-            for path in install_hooks(root, agent, keel_command=default_keel_command()):
+            for path in install_hooks(
+                root, agent, keel_command=default_keel_command(), local=local
+            ):
                 typer.echo(f"registered keel's {agent} hooks in {path}")
+        _register(root, agent)
+        if agent == "codex":
+            _codex_trust(root, trust)
+        if agent:
+            typer.echo(f"check the guard end to end: keel doctor --agent {agent}")
     except KeelError as exc:
         fail(exc)
+
+
+def _check_options(agent: str | None, *, remove: bool, local: bool, trust: bool) -> None:
+    from keel.adapters.protocol import AGENTS
+
+    if agent is not None and agent not in AGENTS:
+        raise UsageError(f"unknown agent {agent!r}; choose one of {', '.join(AGENTS)}")
+    if remove and not agent:
+        raise UsageError("--remove needs --agent")
+    if local and agent != "claude":
+        raise UsageError(
+            "--local needs --agent claude (.claude/settings.local.json)", code="usage.local"
+        )
+    if trust and agent != "codex":
+        raise UsageError("--trust needs --agent codex", code="usage.trust")
+    if trust and remove:
+        raise UsageError("--trust and --remove do not go together", code="usage.trust")
+
+
+def _remove(root: Path, agent: str) -> None:
+    from keel.adapters.install import remove_hooks, settings_files
+
+    removed = remove_hooks(root, agent)
+    for path in removed:
+        typer.echo(f"removed keel's {agent} hooks from {path}")
+    if not removed:
+        files = ", ".join(str(root / rel) for rel in settings_files(agent))
+        typer.echo(f"nothing to remove: keel's {agent} hooks are not registered in {files}")
+
+
+def _report_rules(rules: object, agent: str, *, written: bool) -> None:
+    from keel.adapters.permissions import TIERS, PermissionImport
+    from keel.init import command_array
+
+    assert isinstance(rules, PermissionImport)
+    client = {"claude": "Claude Code", "codex": "Codex"}.get(agent, agent)
+    if rules.imported and written:
+        typer.echo(f"imported {len(rules.imported)} of {client}'s permission rules into [policy]:")
+        for rule in rules.imported:
+            typer.echo(
+                f"  {rule.tier:<5} {json.dumps(rule.pattern)}  <- {rule.rule} ({rule.source})"
+            )
+    elif rules.imported:
+        typer.echo(
+            f"keel.toml was kept, so {client}'s permission rules were not imported; "
+            "add them to its [policy] yourself:"
+        )
+        for tier in TIERS:
+            if rules.patterns(tier):
+                for line in command_array(tier, rules).splitlines():
+                    typer.echo(f"  {line}")
+    if rules.skipped:
+        typer.echo(f"not imported: {len(rules.skipped)} rule(s) keel cannot express as commands:")
+        for skipped in rules.skipped:
+            typer.echo(f"  {skipped.tier:<5} {skipped.rule} ({skipped.source}): {skipped.reason}")
+    if agent == "claude" and any(r.tier in ("deny", "ask") for r in rules.imported):
+        typer.echo(DENY_RULES_NOTE)
+
+
+def _register(root: Path, agent: str | None) -> None:
+    from keel.userstate import register_workspace
+
+    try:
+        register_workspace(str(root), agent)
+    except OSError as exc:  # the workspace works; only `keel stop --all` will not reach it
+        typer.echo(f"warning: could not record {root} for `keel stop --all`: {exc}", err=True)
+
+
+def _codex_trust(root: Path, trust: bool) -> None:
+    from keel.adapters.codex_config import codex_config_path, hook_reviews, trust_project
+    from keel.adapters.codex_config import project_trust as trust_of
+
+    if trust:
+        done = trust_project(root)
+        if done.changed:
+            typer.echo(
+                f'recorded trust in {done.config}: [projects."{root}"] trust_level = "trusted"'
+            )
+        else:
+            typer.echo(f"Codex trusts this project already ({done.config})")
+        mode = done.sandbox_mode or "(not set)"
+        typer.echo(f"left Codex's own sandbox_mode as it was: {mode}")
+    else:
+        try:
+            level = trust_of(root)
+        except KeelError as exc:  # the hooks are registered; only the check could not be made
+            typer.echo(f"WARNING: cannot tell whether Codex trusts {root}: {exc.message}", err=True)
+            return
+        if level != "trusted":
+            typer.echo(
+                f"WARNING: Codex does not trust {root} ({codex_config_path()}), so it will NOT "
+                "run keel's hooks here and nothing is guarded. Run `keel init --agent codex "
+                "--trust` to record trust, or start codex here and trust the folder.",
+                err=True,
+            )
+    if not hook_reviews(root):
+        typer.echo(
+            "Codex also runs project hooks only once they were reviewed: review them with "
+            "/hooks in the Codex TUI; `codex exec` runs them unreviewed only with "
+            "--dangerously-bypass-hook-trust."
+        )

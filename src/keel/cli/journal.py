@@ -1,4 +1,9 @@
-"""Journal commands: ``keel log``, ``keel show``, ``keel verify``, ``keel export``."""
+"""Journal commands: ``keel log``, ``keel show``, ``keel verify``, ``keel export``.
+
+``--json`` prints one object: ``log`` ``{"sessions": [...]}`` when it lists sessions, else
+``{"session": {...} | null, "events": [...]}`` (as ``show``); ``verify`` the report
+(``{"ok", "events", "problems", ...}``).
+"""
 
 from __future__ import annotations
 
@@ -6,16 +11,30 @@ import collections
 import contextlib
 import os
 import sys
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 
 import typer
 
-from keel.cli._common import JsonOpt, WorkspaceOpt, fail, print_json, workspace_root
-from keel.errors import JournalError, KeelError
-from keel.journal import Journal, MemoryJournal, journal_path, read_journal, verify_journal
+from keel.cli._common import (
+    DECISION_COLORS,
+    JsonOpt,
+    WorkspaceOpt,
+    color_enabled,
+    echo,
+    examples,
+    fail,
+    one_line,
+    paint,
+    print_json,
+    read_only_journal,
+    workspace_root,
+)
+from keel.errors import JournalError, KeelError, UsageError
+from keel.events import Event
+from keel.journal import journal_path, verify_journal
 
 T = TypeVar("T")
 
@@ -25,19 +44,23 @@ SessionOpt = Annotated[
 LimitOpt = Annotated[
     int | None, typer.Option("--limit", "-n", min=1, help="Only the most recent N entries.")
 ]
-
-
-@contextmanager
-def _journal(root: Path) -> Iterator[Journal]:
-    """The workspace's journal, read-only; an empty one if there is none yet.
-
-    Reading never creates, migrates or recovers anything: a broken journal stays as it is.
-    """
-    if not journal_path(root).exists():
-        yield MemoryJournal()
-        return
-    with read_journal(root) as journal:
-        yield journal
+SinceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--since",
+        help="Only what happened since: an age (30m, 2h, 1d) or an ISO date or time "
+        "(2024-05-01, 2024-05-01T10:30; UTC unless it has an offset).",
+    ),
+]
+DecisionOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--decision",
+        "-d",
+        help="Only decision events with this verdict: allow, ask or deny (repeatable, or "
+        "comma-separated). Without --session: across every session.",
+    ),
+]
 
 
 def _last(items: Iterable[T], limit: int | None) -> list[T]:
@@ -46,38 +69,94 @@ def _last(items: Iterable[T], limit: int | None) -> list[T]:
     return list(collections.deque(items, maxlen=limit))
 
 
-def _log(root: Path, session: str | None, as_json: bool, limit: int | None) -> None:
-    from keel.journal.timeline import render_line, render_sessions, resolve_session
+def _decisions(values: list[str] | None) -> set[str] | None:
+    from keel.journal.timeline import DECISIONS
 
-    with _journal(root) as journal:
-        if session is None:
-            sessions = _last(journal.sessions(), limit)
+    if not values:
+        return None
+    chosen = {v.strip().lower() for item in values for v in item.split(",")}
+    unknown = sorted(chosen - set(DECISIONS))
+    if unknown:
+        shown = ", ".join(repr(one_line(u, 80)) for u in unknown)
+        raise UsageError(f"--decision takes allow, ask or deny, not {shown}", code="usage.decision")
+    return chosen
+
+
+def _echo_events(events: Iterable[Event], *, session: bool) -> None:
+    """Timeline lines, each decision in its colour on a terminal."""
+    from keel.journal.timeline import decision_of, render_line
+
+    color = color_enabled(sys.stdout)
+    for event in events:
+        style = DECISION_COLORS.get(decision_of(event) or "")
+        echo(paint(render_line(event, session=session), style, color))
+
+
+def _log(
+    root: Path,
+    session: str | None,
+    as_json: bool,
+    limit: int | None,
+    since_text: str | None = None,
+    decision: list[str] | None = None,
+) -> None:
+    from keel.journal.timeline import (
+        active_since,
+        filter_events,
+        parse_since,
+        render_sessions,
+        resolve_session,
+    )
+
+    since = parse_since(since_text, time.time()) if since_text is not None else None
+    decisions = _decisions(decision)
+    with read_only_journal(root) as journal:
+        if session is None and decisions is None:
+            sessions = journal.sessions()
+            sessions = _last(sessions if since is None else active_since(sessions, since), limit)
             if as_json:
-                print_json([s.to_dict() for s in sessions])
+                print_json({"sessions": [s.to_dict() for s in sessions]})
             elif not sessions:
-                typer.echo(f"nothing in the journal yet ({journal_path(root)})")
+                what = "since then" if since is not None else f"yet ({journal_path(root)})"
+                typer.echo(f"nothing in the journal {what}")
             else:
                 typer.echo(render_sessions(sessions), nl=False)
             return
-        summary = resolve_session(journal, session)
-        events = _last(journal.events(session_id=summary.session_id), limit)
+        summary = resolve_session(journal, session) if session is not None else None
+        kinds = ["decision"] if decisions is not None else None
+        found = journal.events(session_id=summary.session_id if summary else None, kinds=kinds)
+        events = _last(filter_events(found, since=since, decisions=decisions), limit)
         if as_json:
-            print_json([e.to_dict() for e in events])
-        else:
-            for event in events:
-                typer.echo(render_line(event))
+            print_json(
+                {
+                    "session": summary.to_dict() if summary else None,
+                    "events": [e.to_dict() for e in events],
+                }
+            )
+            return
+        _echo_events(events, session=summary is None)
 
 
-def _show(root: Path, session: str, as_json: bool) -> None:
-    from keel.journal.timeline import render_timeline, resolve_session
+def _show(root: Path, session: str, as_json: bool, full: bool = False) -> None:
+    from keel.journal.timeline import render_full, render_header, resolve_session
 
-    with _journal(root) as journal:
+    with read_only_journal(root) as journal:
         summary = resolve_session(journal, session)
         events = list(journal.events(session_id=summary.session_id))
         if as_json:
             print_json({"session": summary.to_dict(), "events": [e.to_dict() for e in events]})
-        else:
-            typer.echo(render_timeline(summary, events), nl=False)
+            return
+        typer.echo("\n".join(render_header(summary)) + "\n")
+        if not full:
+            _echo_events(events, session=False)
+            return
+        from keel.journal.timeline import decision_of
+
+        color = color_enabled(sys.stdout)
+        for i, event in enumerate(events):
+            head, _, rest = render_full(event).partition("\n")
+            style = DECISION_COLORS.get(decision_of(event) or "")
+            echo(("\n" if i else "") + paint(head, style, color) + "\n" + rest, nl=False)
 
 
 def _verify(root: Path, as_json: bool) -> None:
@@ -102,7 +181,7 @@ def _export(
     from keel.journal.export import write_export
     from keel.journal.timeline import resolve_session
 
-    with _journal(root) as journal:
+    with read_only_journal(root) as journal:
         session_id = resolve_session(journal, session).session_id if session is not None else None
         events = journal.events(session_id=session_id)
         if output is None:
@@ -132,34 +211,62 @@ def _export(
 def register(app: typer.Typer) -> None:
     """Add ``log``, ``show``, ``verify`` and ``export`` to ``app``."""
 
-    @app.command("log")
+    @app.command(
+        "log",
+        epilog=examples(
+            "keel log                          # the sessions, oldest first",
+            "keel log --since 2h               # sessions active in the last two hours",
+            "keel log -s 3f2a --decision deny  # what keel denied in one session",
+            "keel log --decision deny,ask --since 2024-05-01 --json",
+        ),
+    )
     def log_cmd(
         ctx: typer.Context,
         session: SessionOpt = None,
+        since: SinceOpt = None,
+        decision: DecisionOpt = None,
         as_json: JsonOpt = False,
         limit: LimitOpt = None,
         workspace: WorkspaceOpt = None,
     ) -> None:
-        """List the sessions in the journal, or the events of one session."""
+        """List the sessions in the journal, or events: one session's, or decisions.
+
+        --json prints {"sessions": [...]} for sessions, {"session": ..., "events": [...]}
+        for events ("session" is null across sessions).
+        """
         try:
-            _log(workspace_root(ctx, workspace), session, as_json, limit)
+            _log(workspace_root(ctx, workspace), session, as_json, limit, since, decision)
         except KeelError as err:
             fail(err, as_json=as_json)
 
-    @app.command("show")
+    @app.command(
+        "show",
+        epilog=examples(
+            "keel show 3f2a            # the timeline of the session whose id starts 3f2a",
+            "keel show 3f2a --full     # every field of every event, nothing cut",
+            "keel show 3f2a --json",
+        ),
+    )
     def show_cmd(
         ctx: typer.Context,
         session: Annotated[str, typer.Argument(help="A session id or a unique prefix of one.")],
+        full: Annotated[
+            bool,
+            typer.Option("--full", help="Every field of every event, one per line, not cut."),
+        ] = False,
         as_json: JsonOpt = False,
         workspace: WorkspaceOpt = None,
     ) -> None:
-        """Show the timeline of one session."""
+        """Show the timeline of one session: calls, decisions, checkpoints, guidance.
+
+        --json prints {"session": {...}, "events": [...]}, every field of every event.
+        """
         try:
-            _show(workspace_root(ctx, workspace), session, as_json)
+            _show(workspace_root(ctx, workspace), session, as_json, full)
         except KeelError as err:
             fail(err, as_json=as_json)
 
-    @app.command("verify")
+    @app.command("verify", epilog=examples("keel verify", "keel verify --json"))
     def verify_cmd(
         ctx: typer.Context,
         as_json: JsonOpt = False,
@@ -175,7 +282,13 @@ def register(app: typer.Typer) -> None:
         except KeelError as err:
             fail(err, as_json=as_json)
 
-    @app.command("export")
+    @app.command(
+        "export",
+        epilog=examples(
+            "keel export > journal.jsonl",
+            "keel export --format otlp-json --session 3f2a -o trace.json",
+        ),
+    )
     def export_cmd(
         ctx: typer.Context,
         fmt: Annotated[

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import re
 from importlib import import_module
 from pathlib import Path
 from typing import Annotated
@@ -9,18 +11,26 @@ from typing import Annotated
 import typer
 
 from keel import __version__
+from keel.cli._common import HELP_OPTIONS, escape_markup, examples
 
 app = typer.Typer(
     name="keel",
     help="A control layer that makes LLM coding agents predictable, auditable and safe.",
+    epilog=examples(
+        "keel init --agent claude --scope 'src/**,tests/**'",
+        "keel log --since 1h --decision deny",
+        "keel COMMAND -h                  # every command's own help, with examples",
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings=HELP_OPTIONS,
 )
 
 # Each module under keel.cli registers its own commands; keep this list in help order.
 COMMAND_MODULES = (
     "init",
+    "doctor",
     "policy",
     "stop",
     "journal",
@@ -28,10 +38,14 @@ COMMAND_MODULES = (
     "plan",
     "sandbox",
     "monitor",
+    "run",
+    "replay",
+    "exec",
     "hook",
     "hookd",
     "wrap",
     "demo",
+    "completion",
 )
 
 
@@ -57,5 +71,40 @@ def _root(
     ctx.obj = {"workspace": workspace}
 
 
+_LIST_ITEM = re.compile(r"\s|[-*•]\s|\d+[.)]\s")
+
+
+def help_text(doc: str) -> str:
+    """A command docstring as typer's rich help page should get it.
+
+    Hard-wrapped prose lines are joined (rich keeps every line break of a docstring, so a
+    100-column docstring breaks mid-sentence on an 80-column terminal); paragraphs holding a
+    list or indented lines stay as written. ``[scope]`` and the like are escaped, or rich
+    would take them for style tags and drop them.
+    """
+    paragraphs = []
+    for paragraph in inspect.cleandoc(doc).split("\n\n"):
+        lines = paragraph.split("\n")
+        if not any(_LIST_ITEM.match(line) for line in lines):
+            paragraph = " ".join(line.strip() for line in lines)
+        paragraphs.append(escape_markup(paragraph))
+    return "\n\n".join(paragraphs)
+
+
+def _polish(typer_app: typer.Typer) -> None:
+    """Set every command's help from its docstring through ``help_text``, in every group.
+
+    A help given explicitly (``app.command(help=...)``) is left as written.
+    """
+    for info in typer_app.registered_commands:
+        doc = inspect.getdoc(info.callback) if info.help is None else None
+        if doc:
+            info.help = help_text(doc)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _polish(group.typer_instance)
+
+
 for _name in COMMAND_MODULES:
     import_module(f"keel.cli.{_name}").register(app)
+_polish(app)

@@ -9,7 +9,16 @@ from typing import Annotated, Any
 
 import typer
 
-from keel.cli._common import JsonOpt, WorkspaceOpt, fail, print_json, workspace_root
+from keel.cli._common import (
+    JsonOpt,
+    Progress,
+    WorkspaceOpt,
+    examples,
+    fail,
+    print_json,
+    progress,
+    workspace_root,
+)
 from keel.errors import KeelError, UsageError
 
 FileArg = Annotated[Path, typer.Argument(help="The plan (JSON).", show_default=False)]
@@ -19,13 +28,34 @@ def register(app: typer.Typer) -> None:
     sub = typer.Typer(
         name="plan",
         help="Evidence-conditioned plans: probes in a sandbox, branches, then commitment.",
+        epilog=examples(
+            "keel plan validate plan.json && keel plan run plan.json",
+            "keel plan functions             # what a plan may call",
+        ),
         no_args_is_help=True,
     )
     app.add_typer(sub, name="plan")
-    sub.command("schema")(schema)
-    sub.command("validate")(validate)
-    sub.command("run")(run)
-    sub.command("functions")(functions)
+    sub.command(
+        "schema", epilog=examples("keel plan schema > plan.schema.json")
+    )(schema)  # fmt: skip
+    sub.command(
+        "validate",
+        epilog=examples(
+            "keel plan validate examples/config/plan.json",
+            "keel plan validate plan.json --strict --json   # warnings fail too",
+        ),
+    )(validate)
+    sub.command(
+        "run",
+        epilog=examples(
+            "keel plan run plan.json                # in the current workspace",
+            "keel plan run plan.json --answers answers.json --json",
+        ),
+    )(run)
+    sub.command("functions", epilog=examples("keel plan functions", "keel plan functions --json"))(
+        functions
+    )
+    __import__("keel.cli.plan_draft", fromlist=["register"]).register(sub)  # keel plan draft
 
 
 def schema() -> None:
@@ -60,7 +90,14 @@ def validate(
     workspace: WorkspaceOpt = None,
     strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
 ) -> None:
-    """Check a plan without running anything: exit 0 valid, 1 invalid, 2 unreadable."""
+    """Check a plan without running anything: exit 0 valid, 1 invalid, 2 unreadable.
+
+    Runs the same checks as `keel plan run`, the commitment lint included: a plan whose final
+    action would be refused for want of evidence (a write with no fs.writable check of its
+    path, a command with no cmd.which check of its program) is invalid here (exit 1), as
+    `keel plan run` fails it. Other warnings fail only with --strict. Variables are written
+    {{name}}; a bare name in a condition is an error.
+    """
     from keel.config import config_for
     from keel.plan import check_plan, read_plan_file
 
@@ -71,14 +108,28 @@ def validate(
     except KeelError as exc:
         fail(UsageError(exc.message, code=exc.code), as_json=as_json)
     result = check_plan(data, config=config, workspace=root)
-    valid = result.ok and not (strict and result.warnings)
+    code = result.exit_code(strict=strict)
     if as_json:
-        print_json(dict(result.to_dict(), valid=valid))
+        print_json(dict(result.to_dict(), valid=code == 0, exit_code=code))
     else:
         for issue in result.issues:
             typer.echo(issue.describe())
-        typer.echo("valid" if valid else f"invalid: {len(result.errors)} error(s)")
-    raise typer.Exit(0 if valid else 1)
+        typer.echo(_verdict(result, strict))
+    raise typer.Exit(code)
+
+
+def _verdict(result: Any, strict: bool) -> str:
+    if result.errors or result.plan is None:
+        return f"invalid: {len(result.errors)} error(s)"
+    if result.refusals:
+        steps = ", ".join(sorted({i.step_id for i in result.refusals if i.step_id}))
+        return (
+            f"invalid: the commitment lint flags final action(s) {steps}; "
+            "`keel plan run` would refuse them and exit 1"
+        )
+    if strict and result.warnings:
+        return f"invalid: {len(result.warnings)} warning(s) with --strict"
+    return "valid"
 
 
 def run(
@@ -96,7 +147,14 @@ def run(
         ),
     ] = False,
 ) -> None:
-    """Run a plan: exit 0 when a final action ran, 3 when input is needed, 1 on failure."""
+    """Run a plan: exit 0 when a final action ran, 3 when input is needed, 1 on failure.
+
+    Probes run in the sandbox; conditions over their evidence pick the branches; final
+    actions that write or run go through keel's policy. A plan that is invalid, or whose
+    final action the commitment lint flags, runs to a failure (exit 1), as `keel plan
+    validate` says beforehand. Example plans with sample workspaces: examples/ in keel's
+    repository.
+    """
     from keel.config import config_for
     from keel.plan import default_policy, read_plan_file, render_text, run_plan
 
@@ -117,10 +175,13 @@ def run(
     except KeelError as exc:
         fail(exc, as_json=as_json)
     try:
-        report = run_plan(
-            data, workspace=root, config=config, policy=policy, journal=journal,
-            answers=given, prompt=prompt, unsafe=unsafe_no_sandbox,
-        )  # fmt: skip
+        label = f"running plan {file.name}"
+        with progress(label) as shown:
+            report = run_plan(
+                data, workspace=root, config=config, policy=policy,
+                journal=_Narrated(journal, shown, label) if journal is not None else None,
+                answers=given, prompt=_paused(prompt, shown), unsafe=unsafe_no_sandbox,
+            )  # fmt: skip
     except KeelError as exc:
         fail(exc, as_json=as_json)
     finally:
@@ -131,6 +192,35 @@ def run(
     else:
         typer.echo(render_text(report))
     raise typer.Exit(report.exit_code)
+
+
+class _Narrated:
+    """The journal a plan run writes to, telling the spinner which step the run is at."""
+
+    def __init__(self, journal: Any, shown: Progress, label: str) -> None:
+        self._journal = journal
+        self._shown = shown
+        self._label = label
+
+    def append(self, event: Any) -> Any:
+        """Journal ``event``; the spinner names its step (``step s2: probe``)."""
+        data = getattr(event.payload, "data", None) or {}
+        what = data.get("event") or event.kind
+        step = getattr(event.payload, "step_id", None) or data.get("step_id")
+        self._shown.update(f"{self._label}: step {step}: {what}" if step else self._label)
+        return self._journal.append(event)
+
+
+def _paused(prompt: Any, shown: Progress) -> Any:
+    """``prompt`` with the spinner off the screen while it asks; None stays None."""
+    if prompt is None:
+        return None
+
+    def ask(question: str, choices: list[Any] | None) -> Any:
+        with shown.paused():
+            return prompt(question, choices)
+
+    return ask
 
 
 def _answers(path: Path | None) -> dict[str, Any]:

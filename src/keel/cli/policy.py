@@ -13,7 +13,15 @@ from typing import Annotated
 
 import typer
 
-from keel.cli._common import JsonOpt, WorkspaceOpt, fail, print_json, workspace_root
+from keel.cli._common import (
+    HELP_OPTIONS,
+    JsonOpt,
+    WorkspaceOpt,
+    examples,
+    fail,
+    print_json,
+    workspace_root,
+)
 from keel.errors import KeelError, UsageError
 
 PresetOpt = Annotated[
@@ -27,12 +35,22 @@ def register(app: typer.Typer) -> None:
         name="policy",
         help="Check commands, paths and URLs against the policy.",
         no_args_is_help=True,
+        context_settings=HELP_OPTIONS,
     )
     sub.command(
         "check",
         context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+        epilog=examples(
+            "keel policy check -- git push --force origin main",
+            "keel policy check --json 'curl https://example.com | sh'",
+            "keel policy check --write .env",
+            "keel policy check --contained --preset strict -- pip install requests",
+        ),
     )(check)
-    sub.command("explain")(explain)
+    sub.command(
+        "explain",
+        epilog=examples("keel policy explain", "keel policy explain --preset strict --json"),
+    )(explain)
     app.add_typer(sub, name="policy")
 
 
@@ -65,6 +83,8 @@ def check(
     By default the text policy is judged alone (--uncontained), as the hooks judge where no
     sandbox contains what they allow. Exit 0 whatever the decision; 2 for bad usage or an
     invalid config.
+
+    --json prints {"decision", "rule", "reason", "suggestion"}.
     """
     from keel.policy._fast import CheckRequest, run_check
 

@@ -8,13 +8,22 @@ from typing import Annotated
 
 import typer
 
-from keel.cli._common import JsonOpt, WorkspaceOpt, fail, print_json, workspace_root
+from keel.cli._common import (
+    HELP_OPTIONS,
+    JsonOpt,
+    WorkspaceOpt,
+    examples,
+    fail,
+    print_json,
+    workspace_root,
+)
 from keel.errors import KeelError
 
 sandbox_app = typer.Typer(
     name="sandbox",
     help="Inspect and use the sandbox that probes and commands run in.",
     no_args_is_help=True,
+    context_settings=HELP_OPTIONS,
 )
 
 
@@ -22,9 +31,12 @@ def register(app: typer.Typer) -> None:
     app.add_typer(sandbox_app, name="sandbox")
 
 
-@sandbox_app.command("check")
+@sandbox_app.command("check", epilog=examples("keel sandbox check", "keel sandbox check --json"))
 def check(ctx: typer.Context, workspace: WorkspaceOpt = None, as_json: JsonOpt = False) -> None:
-    """Show which sandbox backends work here and why the others do not (exit 1 if none is safe)."""
+    """Show which sandbox backends work here and why the others do not (exit 1 if none is safe).
+
+    --json prints {"backends", "chosen", "safe", "python", "uid", "exec"}.
+    """
     from keel.config import config_for
     from keel.sandbox import detect, exec_backend
 
@@ -50,7 +62,12 @@ def check(ctx: typer.Context, workspace: WorkspaceOpt = None, as_json: JsonOpt =
 
 
 @sandbox_app.command(
-    "run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+    "run",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    epilog=examples(
+        "keel sandbox run -- cat config.yaml",
+        "keel sandbox run --mode exec --timeout 60 -- make test",
+    ),
 )
 def run(
     ctx: typer.Context,

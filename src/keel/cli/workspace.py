@@ -1,39 +1,94 @@
-"""``keel checkpoint``, ``keel diff``, ``keel rollback`` and ``keel patch``."""
+"""``keel checkpoint``, ``keel diff``, ``keel rollback`` and ``keel patch``.
+
+``--json`` prints one object: ``checkpoint create`` the checkpoint, ``checkpoint list``
+``{"checkpoints": [...]}``, ``diff`` ``{"checkpoint", "changes", "outside_scope", "patch"}``,
+``rollback`` ``{"dry_run", "target", "undo", "after", "restored", "deleted", "overwritten",
+"kept"}``, ``patch apply`` the applied (or checked) patch.
+"""
 
 from __future__ import annotations
 
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from keel.cli._common import (
+    HELP_OPTIONS,
     JsonOpt,
     WorkspaceOpt,
+    color_enabled,
+    echo,
+    examples,
     fail,
     one_line,
+    paint,
+    paint_diff,
     print_json,
+    progress,
+    resolve_session_id,
     utf8_text,
     workspace_root,
 )
 from keel.errors import KeelError, UsageError
 
-checkpoint_app = typer.Typer(help="Snapshots of the workspace that keel can roll back to.")
-patch_app = typer.Typer(help="Apply patches atomically (unified diffs and Codex patches).")
+if TYPE_CHECKING:
+    from keel.workspace import Checkpoints
 
-SessionOpt = Annotated[str | None, typer.Option("--session", help="An agent session id.")]
+checkpoint_app = typer.Typer(
+    help="Snapshots of the workspace that keel can roll back to.",
+    no_args_is_help=True,
+    context_settings=HELP_OPTIONS,
+)
+patch_app = typer.Typer(
+    help="Apply patches atomically (unified diffs and Codex patches).",
+    no_args_is_help=True,
+    context_settings=HELP_OPTIONS,
+)
+
+SessionOpt = Annotated[
+    str | None,
+    typer.Option("--session", help="An agent session id, or a unique prefix of one."),
+]
+STATUS_COLORS = {"added": "green", "deleted": "red", "modified": "yellow", "renamed": "cyan"}
 
 
 def register(app: typer.Typer) -> None:
+    """Add ``checkpoint``, ``diff``, ``rollback`` and ``patch`` to ``app``."""
     app.add_typer(checkpoint_app, name="checkpoint")
-    app.command("diff")(diff)
-    app.command("rollback")(rollback)
+    app.command(
+        "diff",
+        epilog=examples(
+            "keel diff                      # since the last undo point",
+            "keel diff --session 3f2a       # everything session 3f2a… changed",
+            "keel diff 1a2b3c4d --stat      # only the files, since that checkpoint",
+            "keel diff --outside-scope      # changed files outside [scope]",
+        ),
+    )(diff)
+    app.command(
+        "rollback",
+        epilog=examples(
+            "keel rollback --last --dry-run  # what undoing the last agent call would do",
+            "keel rollback --last",
+            "keel rollback --session 3f2a    # undo everything session 3f2a… changed",
+        ),
+    )(rollback)
     app.add_typer(patch_app, name="patch")
 
 
-@checkpoint_app.command("create")
+def _session(root: Path, cps: Checkpoints, session: str | None) -> str | None:
+    """``--session`` resolved as ``keel show`` resolves it (id or unique prefix)."""
+    if session is None:
+        return None
+    also = {c.session_id for c in cps.history() if c.session_id}
+    return resolve_session_id(root, session, also=also)
+
+
+@checkpoint_app.command(
+    "create", epilog=examples("keel checkpoint create --label 'before the refactor'")
+)
 def checkpoint_create(
     ctx: typer.Context,
     label: Annotated[str | None, typer.Option("--label", help="A note to find it by.")] = None,
@@ -45,7 +100,9 @@ def checkpoint_create(
 
     try:
         cps = open_checkpoints(workspace_root(ctx, workspace))
-        cp = cps.create(label=utf8_text(label) if label else label)
+        with progress("taking a checkpoint") as shown:
+            cps.on_progress = shown.update
+            cp = cps.create(label=utf8_text(label) if label else label)
     except KeelError as err:
         fail(err, as_json=as_json)
     if as_json:
@@ -57,22 +114,29 @@ def checkpoint_create(
         typer.echo(f"  skipped (over the size cap): {path}")
 
 
-@checkpoint_app.command("list")
+@checkpoint_app.command(
+    "list", epilog=examples("keel checkpoint list", "keel checkpoint list --session 3f2a --json")
+)
 def checkpoint_list(
     ctx: typer.Context,
     session: SessionOpt = None,
     workspace: WorkspaceOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List checkpoints, oldest first."""
+    """List checkpoints, oldest first.
+
+    --json prints {"checkpoints": [...]}.
+    """
     from keel.workspace.service import open_checkpoints
 
     try:
-        cps = open_checkpoints(workspace_root(ctx, workspace), journal=False).history(session)
+        root = workspace_root(ctx, workspace)
+        store = open_checkpoints(root, journal=False)
+        cps = store.history(_session(root, store, session))
     except KeelError as err:
         fail(err, as_json=as_json)
     if as_json:
-        print_json([c.to_dict() for c in cps])
+        print_json({"checkpoints": [c.to_dict() for c in cps]})
         return
     if not cps:
         typer.echo("no checkpoints")
@@ -93,7 +157,8 @@ def diff(
     ] = None,
     session: SessionOpt = None,
     outside_scope: Annotated[
-        bool, typer.Option("--outside-scope", help="List only changed files outside [scope].")
+        bool,
+        typer.Option("--outside-scope", help="List only changed files outside \\[scope]."),
     ] = False,
     stat: Annotated[bool, typer.Option("--stat", help="Only list the changed files.")] = False,
     workspace: WorkspaceOpt = None,
@@ -109,9 +174,11 @@ def diff(
     try:
         root = workspace_root(ctx, workspace)
         cps = open_checkpoints(root, journal=False)
-        target = cps.resolve(checkpoint, session_id=session)
+        target = cps.resolve(checkpoint, session_id=_session(root, cps, session))
         in_scope = scope_checker(root) if outside_scope else None
-        result = cps.diff(target, patch=not (stat or outside_scope), in_scope=in_scope)
+        with progress(f"comparing with checkpoint {target.short}") as shown:
+            cps.on_progress = shown.update
+            result = cps.diff(target, patch=not (stat or outside_scope), in_scope=in_scope)
     except KeelError as err:
         fail(err, as_json=as_json)
     if as_json:
@@ -122,14 +189,16 @@ def diff(
             typer.echo(path)
         return
     typer.echo(f"changes since checkpoint {target.short} ({target.kind}):", err=True)
+    color = color_enabled(sys.stdout)
     if stat or not result.patch:
         for c in result.changes:
             origin = f" (from {c.old_path})" if c.old_path else ""
-            typer.echo(f"  {c.status:<12} {c.path}{origin}")
+            status = paint(f"{c.status:<12}", STATUS_COLORS.get(c.status), color)
+            echo(f"  {status} {c.path}{origin}")
         if not result.changes:
             typer.echo("  (none)")
         return
-    sys.stdout.write(result.patch)
+    sys.stdout.write(paint_diff(result.patch, color))
 
 
 def rollback(
@@ -147,13 +216,25 @@ def rollback(
             help="Also overwrite files someone else changed since: a full reset to the checkpoint.",
         ),
     ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Say what would be restored, removed and kept; write nothing (no file, no "
+            "checkpoint, no journal entry).",
+        ),
+    ] = False,
     workspace: WorkspaceOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Undo the agent's changes since a checkpoint: restore those files, and only those.
 
     Files only you (or another session) changed are left alone; a file both the agent and
-    someone else changed makes the rollback refuse, naming it. The rollback can be undone.
+    someone else changed makes the rollback refuse, naming it (a dry run refuses the same
+    way). The rollback can be undone.
+
+    --json prints {"dry_run", "target", "undo", "after", "restored", "deleted",
+    "overwritten", "kept"}; "undo" and "after" are null in a dry run.
     """
     from keel.workspace.service import open_checkpoints
 
@@ -161,30 +242,46 @@ def rollback(
     if chosen != 1:
         fail(UsageError("give exactly one of CHECKPOINT, --session ID or --last"), as_json=as_json)
     try:
-        cps = open_checkpoints(workspace_root(ctx, workspace))
-        target = cps.resolve(checkpoint, session_id=session, last=last)
-        result = cps.rollback(target, force=force)
+        root = workspace_root(ctx, workspace)
+        cps = open_checkpoints(root, journal=not dry_run)
+        target = cps.resolve(checkpoint, session_id=_session(root, cps, session), last=last)
+        with progress(f"rolling back to {target.short}") as shown:
+            cps.on_progress = shown.update
+            result = cps.rollback(target, force=force, dry_run=dry_run)
     except KeelError as err:
         fail(err, as_json=as_json)
     if as_json:
         print_json(result.to_dict())
         return
-    typer.echo(
-        f"rolled back to {target.short}: {len(result.restored)} restored, "
-        f"{len(result.deleted)} removed"
-    )
+    restored, deleted = len(result.restored), len(result.deleted)
+    if dry_run:
+        typer.echo(
+            f"dry run: rolling back to {target.short} would restore {restored} and remove "
+            f"{deleted} file(s); nothing was written"
+        )
+        labels = ("would restore  ", "would remove   ", "would overwrite")
+    else:
+        typer.echo(f"rolled back to {target.short}: {restored} restored, {deleted} removed")
+        labels = ("restored  ", "removed   ", "overwrote")
     for path in result.restored:
-        typer.echo(f"  restored  {path}")
+        typer.echo(f"  {labels[0]}{path}")
     for path in result.deleted:
-        typer.echo(f"  removed   {path}")
+        typer.echo(f"  {labels[1]}{path}")
     for path in result.overwritten:
-        typer.echo(f"  overwrote changes by someone else: {path}")
+        typer.echo(f"  {labels[2]} changes by someone else: {path}")
     for path in result.kept:
         typer.echo(f"  kept (changed only by you or another session): {path}")
-    typer.echo(f"undo with: keel rollback {result.undo.short}")
+    if result.undo is not None:
+        typer.echo(f"undo with: keel rollback {result.undo.short}")
 
 
-@patch_app.command("apply")
+@patch_app.command(
+    "apply",
+    epilog=examples(
+        "keel patch apply fix.diff --check   # would every hunk apply? writes nothing",
+        "git diff | keel patch apply -",
+    ),
+)
 def patch_apply(
     ctx: typer.Context,
     file: Annotated[str, typer.Argument(help="Patch file, or - for stdin.")],

@@ -28,6 +28,10 @@ keel's hooks are decided outside the sandbox.
   --client NAME             the client, when the executable's name does not tell
   --pass-env NAME           also give the client this variable unfiltered (repeatable)
   --timeout SECONDS         a wall-clock limit (none by default)
+
+Examples:
+  keel wrap -- claude
+  keel wrap --allow-host 127.0.0.1:8080 -- codex exec 'fix the failing test'
 """
 _SINGLE = {
     "--workspace": "workspace",

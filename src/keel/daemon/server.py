@@ -182,7 +182,8 @@ class _Guards:
         self.journal_inode: int | None = None
         self.guards: dict[tuple[str, str], tuple[tuple[object, ...] | None, Guard]] = {}
 
-    def __call__(self, root: Path, inp: HookInput, deadline_at: float) -> _Shared:
+    def __call__(self, root: Path, inp: HookInput, deadline_at: float) -> Guard:
+        """The session's guard: cached while current; its ``close`` leaves the journal open."""
         from keel.guard import Guard
 
         journal = self._journal(deadline_at)
@@ -206,7 +207,7 @@ class _Guards:
             self.guards[key] = (stamp, guard)
             while len(self.guards) > MAX_GUARDS:
                 del self.guards[next(iter(self.guards))]
-        return _Shared(guard)
+        return guard
 
     def _journal(self, deadline_at: float) -> SQLiteJournal:
         """The shared connection, reopened when journal.db was replaced (e.g. moved aside)."""
@@ -230,19 +231,6 @@ class _Guards:
             with contextlib.suppress(Exception):
                 self.journal.close()
             self.journal = None
-
-
-class _Shared:
-    """A cached guard lent to one request: the request's ``close`` keeps it open."""
-
-    def __init__(self, guard: Guard) -> None:
-        self._guard = guard
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._guard, name)
-
-    def close(self) -> None:
-        """Nothing: the guard and its journal outlive the request."""
 
 
 def _config_stamp(root: Path) -> tuple[object, ...] | None:

@@ -19,6 +19,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("contain", "Containment: what keel allows runs in a sandbox, in place in the workspace"),
     ("workspace", "Checkpoints, diff, rollback and atomic patches"),
     ("plans", "Evidence-conditioned plans: probes in a sandbox, commitment only on evidence"),
+    ("draft", "A plan drafted by a model: validator feedback, one more draft, then it runs"),
     ("hooks", "Claude Code hooks: keel init --agent claude, then keel answers the hook calls"),
     ("monitor", "Monitor: a loop caught, guided, then stopped; gates before finishing"),
 )

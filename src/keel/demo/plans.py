@@ -1,8 +1,10 @@
-"""Demo section: the seed article's two plans, run unchanged on a generated sample repository.
+"""Demo section: the seed article's two plans, run on a generated sample repository.
 
+The plans are the seed's, step for step, with their text in English (``config_plan_en`` and
+``csv_report_plan_en`` in ``keel.plan.examples``, next to the seed's own Chinese originals).
 The config plan (``config.yaml`` / ``database.host``) runs three times: file present, file
 missing, key missing so the default is used. The CSV report plan finds that the requested
-column ``销售额`` is absent, asks, takes the answer ``营收`` and appends the total to
+column ``sales`` is absent, asks, takes the answer ``revenue`` and appends the total to
 ``report.txt``. Probes run in the sandbox (or, where none works, without isolation, said
 loudly and journaled).
 """
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from keel.config import KeelConfig
 from keel.errors import SandboxError
@@ -20,11 +23,13 @@ from keel.plan import PlanReport, SandboxedRunner, run_plan
 from keel.plan.examples import load_example
 
 CSV = (
-    "日期,产品,销量,营收\n"
-    "2024-01-01,键盘,3,897\n"
-    "2024-01-02,鼠标,5,645.5\n"
-    "2024-01-03,显示器,1,1299\n"
+    "date,product,units,revenue\n"
+    "2024-01-01,keyboard,3,897\n"
+    "2024-01-02,mouse,5,645.5\n"
+    "2024-01-03,monitor,1,1299\n"
 )
+CONFIG_PLAN = "config_plan_en"
+CSV_PLAN = "csv_report_plan_en"
 
 
 def run(console: Console, base: Path) -> None:
@@ -65,13 +70,13 @@ def _config_scenarios(console: Console, repo: Path, go: Any) -> None:
         (
             "config.yaml present",
             "database:\n  host: db.internal\n  port: 5432\n",
-            "数据库主机为：db.internal",
+            "Database host: db.internal",
         ),
-        ("config.yaml missing", None, "配置文件 config.yaml 未找到，是否创建模板？"),
+        ("config.yaml missing", None, "config.yaml not found. Create a template?"),
         (
             "database.host missing: the default is used",
             "database:\n  port: 5432\n",
-            "数据库主机为：localhost",
+            "Database host: localhost",
         ),
     )
     for title, text, expected in cases:
@@ -79,7 +84,7 @@ def _config_scenarios(console: Console, repo: Path, go: Any) -> None:
             config_file.unlink(missing_ok=True)
         else:
             config_file.write_text(text, encoding="utf-8")
-        report = go("config_plan")
+        report = go(CONFIG_PLAN)
         done = [a for a in report.actions if a.status == "done"]
         console.print(f"\n[bold]config plan[/] — {title}")
         _show(console, report)
@@ -88,19 +93,19 @@ def _config_scenarios(console: Console, repo: Path, go: Any) -> None:
 
 
 def _csv_scenario(console: Console, repo: Path, go: Any) -> None:
-    console.print("\n[bold]CSV report plan[/] — the requested column '销售额' is not in the file")
-    first = go("csv_report_plan")
+    console.print("\n[bold]CSV report plan[/] — the requested column 'sales' is not in the file")
+    first = go(CSV_PLAN)
     _show(console, first)
     if first.state != "needs_input" or (repo / "report.txt").exists():
         raise RuntimeError(f"CSV plan: expected a question and no report, got {first.state}")
     question = first.questions[0]
-    console.print(f"  question for the user: {question.question}")
-    console.print("  the user answers: [bold]营收[/]")
-    second = go("csv_report_plan", answers={question.output_to: "营收"})
+    console.print(f"  question for the user: {question.question}", markup=False)
+    console.print("  the user answers: [bold]revenue[/]")
+    second = go(CSV_PLAN, answers={question.output_to: "revenue"})
     _show(console, second)
     report_text = (repo / "report.txt").read_text(encoding="utf-8")
-    console.print(f"  report.txt now holds: [bold]{report_text.strip()}[/]")
-    if second.state != "completed" or report_text != "营收 总和：2841.5\n":
+    console.print(f"  report.txt now holds: [bold]{escape(report_text.strip())}[/]")
+    if second.state != "completed" or report_text != "revenue total: 2841.5\n":
         raise RuntimeError(f"CSV plan: expected the total in report.txt, got {report_text!r}")
 
 

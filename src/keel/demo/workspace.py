@@ -77,7 +77,8 @@ def run(console: Console, base: Path) -> None:
     console.print(f"[bold]3. keel rollback --session {SESSION}[/]")
     result = cps.rollback(cps.resolve(session_id=SESSION))
     console.print(f"   restored {', '.join(result.restored)}; removed {', '.join(result.deleted)}")
-    console.print(f"   (undo the rollback with: keel rollback {result.undo.short})")
+    if result.undo is not None:
+        console.print(f"   (undo the rollback with: keel rollback {result.undo.short})")
     if _files(repo) != before:
         raise DemoFailed("the rollback did not restore the tree")
     console.print("   [green]the tree is byte-identical to before the agent's command[/]")

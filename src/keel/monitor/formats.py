@@ -9,9 +9,11 @@ Formats:
 - ``codex``: a Codex CLI rollout (JSON lines of ``{"timestamp", "type", "payload"}``:
   ``session_meta``, ``response_item`` with ``function_call`` / ``custom_tool_call`` /
   ``local_shell_call`` and their ``*_output``, ``event_msg`` token counts);
-- ``mini-swe-agent``: a trajectory JSON ``{"messages": [...], "info": {...}}`` whose assistant
-  messages hold one ```` ```bash ```` block and whose observations hold
-  ``<returncode>``/``<output>`` (tool-call messages are read too);
+- ``mini-swe-agent``: a trajectory, either ``{"messages": [...], "info": {...}}`` (what
+  ``mini`` saves) or the bare JSON list of messages (mini-swe-agent's own test trajectories),
+  whose assistant messages hold one ```` ```mswea_bash_command ```` (or ```` ```bash ````)
+  block and whose observations hold ``<returncode>``/``<output>``; with tool calls, the
+  observations are ``{"returncode", "output"}`` JSON; an ``exit`` message ends the run;
 - ``swe-agent``: a ``.traj`` JSON ``{"trajectory": [{"action", "observation", "thought"…}]}``.
 
 Every reader emits ``tool.call`` / ``tool.result`` pairs with matching ``tool_use_id``,
@@ -102,7 +104,7 @@ def detect_format(path: Path) -> ScanFormat:
     if head.startswith(b"SQLite format 3\x00"):
         return "keel"
     text = head.decode("utf-8", "replace").lstrip()
-    if text.startswith("{") and not _first_line_is_object(text):
+    if text.startswith("[") or (text.startswith("{") and not _first_line_is_object(text)):
         return _json_format(_json_object(path), path)
     for line in text.splitlines():
         try:
@@ -129,8 +131,19 @@ def _json_format(data: Any, path: Path) -> ScanFormat:
             return "mini-swe-agent"
         if {"kind", "session_id", "payload"} <= set(data):  # pyright: ignore[reportUnknownArgumentType]
             return "keel"
+    if _is_message_list(data):
+        return "mini-swe-agent"
     raise PayloadError(
         f"{path}: a JSON file that is no known trajectory", code="payload.scan_format"
+    )
+
+
+def _is_message_list(data: Any) -> bool:
+    """A bare list of chat messages (``{"role", "content"}``), as mini-swe-agent's tests keep."""
+    return (
+        isinstance(data, list)
+        and bool(data)
+        and all(isinstance(m, dict) and "role" in m for m in data)  # pyright: ignore[reportUnknownVariableType]
     )
 
 
@@ -143,6 +156,8 @@ def _line_format(first: dict[str, Any], path: Path) -> ScanFormat:
         return "claude"
     if first.get("type") in ("message", "function_call", "reasoning") or "record_type" in first:
         return "codex"
+    if isinstance(first.get("messages"), list) or isinstance(first.get("trajectory"), list):
+        return _json_format(first, path)  # a trajectory written on one line
     raise PayloadError(f"{path}: JSON lines of an unknown kind", code="payload.scan_format")
 
 
@@ -500,12 +515,15 @@ def _codex_output(value: Any) -> tuple[str, int | None]:
 # ---------------------------------------------------------------------------------------------
 # mini-swe-agent
 
-_BASH_BLOCK = re.compile(r"```(?:bash|sh)?\s*\n(.*?)\n```", re.DOTALL)
+_BASH_BLOCK = re.compile(r"```(?:mswea_bash_command|bash|sh)?\s*\n(.*?)\n```", re.DOTALL)
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 _OUTPUT = re.compile(r"<output(?:_head|_tail)?>\n?(.*?)</output(?:_head|_tail)?>", re.DOTALL)
 
 
 def _mini(data: Any) -> list[Event]:
+    """The events of a trajectory: ``{"messages", "info"}`` or the bare list of messages."""
+    if isinstance(data, list):
+        data = {"messages": data}
     messages = data["messages"]
     info = data.get("info") if isinstance(data.get("info"), dict) else {}
     run = _Run(
@@ -522,17 +540,24 @@ def _mini(data: Any) -> list[Event]:
             pending = _mini_assistant(run, message, content, index)
         elif role == "tool":
             tool_id = str(message.get("tool_call_id") or pending or f"mini-{index}")
-            _mini_result(run, tool_id, content)
+            _mini_result(run, tool_id, content, message)
             pending = None
         elif role == "user" and pending is not None:
-            _mini_result(run, pending, content)
+            _mini_result(run, pending, content, message)
             pending = None
         elif role == "user" and not prompted:
             prompted = True
             run.data("prompt", text=content)
+        elif role == "exit" and _exit_status(message) == "Submitted":
+            run.claimed = True
     if info.get("exit_status") == "Submitted":
         run.claimed = True
     return run.finish()
+
+
+def _exit_status(message: dict[str, Any]) -> Any:
+    extra = message.get("extra")
+    return extra.get("exit_status") if isinstance(extra, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
 
 
 def _mini_assistant(run: _Run, message: dict[str, Any], content: str, index: int) -> str | None:
@@ -546,7 +571,7 @@ def _mini_assistant(run: _Run, message: dict[str, Any], content: str, index: int
             last = str(call.get("id") or f"mini-{index}-{number}")  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
             _mini_command(run, str(args.get("command", "")), last)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
         return last
-    blocks = _BASH_BLOCK.findall(content)
+    blocks = _BASH_BLOCK.findall(content) or _extra_actions(message)
     thought = _BASH_BLOCK.sub("", content)
     run.text(thought)
     if not blocks:
@@ -563,13 +588,56 @@ def _mini_command(run: _Run, command: str, tool_id: str) -> bool:
     return True
 
 
-def _mini_result(run: _Run, tool_id: str, content: str) -> None:
+def _extra_actions(message: dict[str, Any]) -> list[str]:
+    """The commands mini-swe-agent recorded it ran (``extra.actions``), when the text has none."""
+    extra = message.get("extra")
+    actions = extra.get("actions") if isinstance(extra, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    if not isinstance(actions, list):
+        return []
+    return [str(a["command"]) for a in actions if isinstance(a, dict) and "command" in a]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+
+
+def _mini_result(run: _Run, tool_id: str, content: str, message: dict[str, Any]) -> None:
+    output, code = (
+        _mini_recorded(message)
+        or _mini_json_observation(content)
+        or _mini_text_observation(content)
+    )
+    ok = code == 0 if code is not None else not _looks_failed(output)
+    run.result("bash", tool_id, output, ok, code)
+
+
+def _mini_recorded(message: dict[str, Any]) -> tuple[str, int | None] | None:
+    """What mini-swe-agent 2 records beside the text: ``extra.returncode``/``raw_output``."""
+    extra = message.get("extra")
+    code = extra.get("returncode") if isinstance(extra, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    raw = extra.get("raw_output") if isinstance(extra, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    if not isinstance(code, int) or not isinstance(raw, str):
+        return None
+    return raw, code
+
+
+def _mini_text_observation(content: str) -> tuple[str, int | None]:
+    """``<returncode>N</returncode><output>...</output>`` (the text-based agents)."""
     code_match = _RETURNCODE.search(content)
     output_match = _OUTPUT.search(content)
     output = output_match.group(1) if output_match else content
-    code = int(code_match.group(1)) if code_match else None
-    ok = code == 0 if code is not None else not _looks_failed(output)
-    run.result("bash", tool_id, output, ok, code)
+    return output, int(code_match.group(1)) if code_match else None
+
+
+def _mini_json_observation(content: str) -> tuple[str, int | None] | None:
+    """``{"returncode": N, "output": ...}`` (the tool-call agents), else None."""
+    if not content.lstrip().startswith("{"):
+        return None
+    try:
+        data = json.loads(content)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("returncode"), int):
+        return None
+    parts = (data.get("output"), data.get("output_head"), data.get("output_tail"))  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    output = "\n".join(p for p in parts if isinstance(p, str))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    return output, int(data["returncode"])  # pyright: ignore[reportUnknownArgumentType]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,6 +8,10 @@ have done live: the ladder escalates a problem that comes back after guidance.
 Commands and scope are judged by the policy of the workspace (``workspace``, else the current
 directory's), as the live hook judges them: ``command_facts`` reads every command line, and
 ``in_scope`` takes paths relative to the workspace and absolute paths inside it alike.
+
+As a CI gate (``keel monitor scan --fail-on LEVEL``), ``ScanReport.exit_code(level)`` is
+``FAIL_EXIT`` (3) when any diagnostic is at ``level`` or above on the ladder hint < correct <
+replan < stop, else 0; an unreadable file or unknown format is an error (exit 1) instead.
 """
 
 from __future__ import annotations
@@ -17,12 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from keel.decision import GUIDANCE_LEVELS, GUIDANCE_RANK, GuidanceLevel
 from keel.monitor._monitor import Monitor
 from keel.monitor._state import Diagnostic
 from keel.monitor.formats import ScanFormat, read_run
 
 if TYPE_CHECKING:
     from keel.settings import Settings
+
+FAIL_EXIT = 3
+"""The exit code of ``keel monitor scan --fail-on LEVEL`` when a diagnostic reached LEVEL."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +68,28 @@ class ScanReport:
     def diagnostics(self) -> tuple[Diagnostic, ...]:
         """Every diagnostic of every run, in order."""
         return tuple(d for run in self.runs for d in run.diagnostics)
+
+    def at_or_above(self, level: GuidanceLevel) -> tuple[Diagnostic, ...]:
+        """The diagnostics at ``level`` or higher on the guidance ladder.
+
+        Raises:
+            UsageError: ``level`` is not one of ``GUIDANCE_LEVELS`` (code ``usage.fail_on``).
+        """
+        floor = _rank(level)
+        return tuple(d for d in self.diagnostics if GUIDANCE_RANK[d.level] >= floor)
+
+    def exit_code(self, fail_on: GuidanceLevel | None = None) -> int:
+        """What ``keel monitor scan`` exits with: ``FAIL_EXIT`` when ``fail_on`` was reached.
+
+        Args:
+            fail_on: The lowest level that fails the scan; None never fails it.
+
+        Returns:
+            ``FAIL_EXIT`` (3) when a diagnostic is at ``fail_on`` or above, else 0.
+        """
+        if fail_on is None:
+            return 0
+        return FAIL_EXIT if self.at_or_above(fail_on) else 0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -99,12 +129,10 @@ def scan_file(
     fmt, events = read_run(path, format)
     sessions: dict[str, list[Any]] = {}
     for event in events:
-        if session is None or event.session_id == session:
-            sessions.setdefault(event.session_id, []).append(event)
-    if session is not None and not sessions:
-        from keel.errors import UserError
-
-        raise UserError(f"{path}: no session {session!r}", code="monitor.session_unknown")
+        sessions.setdefault(event.session_id, []).append(event)
+    if session is not None:
+        chosen = _one_session(path, session, sessions)
+        sessions = {chosen: sessions[chosen]}
     runs: list[RunScan] = []
     for session_id, session_events in sessions.items():
         monitor = Monitor(
@@ -120,6 +148,27 @@ def scan_file(
             RunScan(session_id, monitor.state.step, len(session_events), tuple(found), stopped_at)
         )
     return ScanReport(str(path), fmt, tuple(runs))
+
+
+def fail_level(text: str) -> GuidanceLevel:
+    """The guidance level ``text`` names (``--fail-on``; any case, spaces ignored).
+
+    Raises:
+        UsageError: it is not one of ``GUIDANCE_LEVELS`` (code ``usage.fail_on``).
+    """
+    level = text.strip().lower()
+    for known in GUIDANCE_LEVELS:
+        if level == known:
+            return known
+    from keel.errors import UsageError
+
+    raise UsageError(
+        f"unknown level {text!r}; one of {', '.join(GUIDANCE_LEVELS)}", code="usage.fail_on"
+    )
+
+
+def _rank(level: str) -> int:
+    return GUIDANCE_RANK[fail_level(level)]
 
 
 def render_text(report: ScanReport) -> str:
@@ -141,3 +190,17 @@ def render_text(report: ScanReport) -> str:
         if run.stopped_at is not None:
             lines.append(f"  keel would have stopped this session at step {run.stopped_at}.")
     return "\n".join(lines) + "\n"
+
+
+def _one_session(path: Path, prefix: str, sessions: dict[str, list[Any]]) -> str:
+    """The session ``prefix`` names (an id or a unique prefix, as ``keel show`` takes it)."""
+    from keel.errors import UsageError, UserError
+    from keel.journal.timeline import match_session
+
+    try:
+        return match_session(prefix, sessions)
+    except UsageError:
+        raise
+    except UserError as exc:  # the same message, in the words of a scanned file
+        code = "monitor.session_unknown" if exc.code == "journal.session_unknown" else exc.code
+        raise UserError(f"{path}: {exc.message}", code=code) from None

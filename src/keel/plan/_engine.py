@@ -9,7 +9,11 @@ final action from running. Questions are answered from ``answers``, by ``prompt`
 pending: then no final action runs and the state is ``needs_input``.
 
 Write and run actions go through ``Guard.decide`` (the stop, then the policy) and are refused
-when the commitment lint flagged them. Every plan, probe, branch, question and final action is
+when the commitment lint flagged them. A plan the lint flagged (``ValidationResult.refusals``)
+still collects and reports its evidence, but none of its final actions that write or run
+goes through (a plan that fails leaves nothing half done) and its state is ``failed`` whether
+or not the flagged actions were reached, so the same plan fails the same way in ``keel plan
+validate`` and ``keel plan run``. Every plan, probe, branch, question and final action is
 journaled; events are appended from the walker's thread only.
 """
 
@@ -403,17 +407,30 @@ class PlanEngine:
             self._record(ActionRecord(step.id, spec.name, "failed", reason=exc.message), facts)
             return
         findings = self.validation.commitment_findings(step.id)
-        committer = Committer(
-            self.workspace,
-            (lambda call: self._guard().decide(call)) if self.policy is not None else None,
-            self.policy,
-            self.exec_sandbox,
-            self.config,
-            self._decision,
-        )
-        record = committer.commit(step.id, spec, bound, findings)
+        record = None if findings else self._held_back(step.id, spec, bound)
+        if record is None:
+            committer = Committer(
+                self.workspace,
+                (lambda call: self._guard().decide(call)) if self.policy is not None else None,
+                self.policy,
+                self.exec_sandbox,
+                self.config,
+                self._decision,
+            )
+            record = committer.commit(step.id, spec, bound, findings)
         self._record(record, facts)
         self._emit("plan", {"event": "final_action", **record.to_dict()})
+
+    def _held_back(self, step_id: str, spec: ActionSpec, args: Any) -> ActionRecord | None:
+        """The refusal of a write or command in a plan whose lint flagged another action."""
+        flagged = sorted({i.step_id for i in self.validation.refusals if i.step_id})
+        if spec.effect == "none" or not flagged:
+            return None
+        why = (
+            f"the commitment lint flagged final action(s) {', '.join(flagged)} of this plan: "
+            "it cannot succeed as written, so none of its writes or commands run"
+        )
+        return ActionRecord(step_id, spec.name, "refused", args, reason=why)
 
     def _guard(self) -> Guard:
         """The plan session's guard: the stop, then the policy (the engine journals)."""
@@ -439,6 +456,8 @@ class PlanEngine:
         return slot.result() if isinstance(slot, Future) else slot
 
     def _state(self, records: list[Record]) -> RunState:
+        if self.validation.refusals:
+            return "failed"  # the plan as written cannot commit: as `keel plan validate` says
         if self._pending_questions:
             return "needs_input"
         actions = [r for r in records if isinstance(r, ActionRecord)]
@@ -456,8 +475,10 @@ class PlanEngine:
                 facts.append(probe_fact(record.function, record.args, result, record.output_to))
             facts.extend(self._facts_for.get(id(record), ()))
         unique = tuple(dict.fromkeys(facts))
+        refused = tuple(sorted({i.step_id for i in self.validation.refusals if i.step_id}))
         report = PlanReport(goal, state, self.runner.name, tuple(records), unique,
-                            self.validation.issues, self.session_id, self.unsafe)  # fmt: skip
+                            self.validation.issues, self.session_id, self.unsafe,
+                            refused)  # fmt: skip
         self._emit("plan", {"event": "plan.end", "state": state, "facts": list(unique)})
         self._flush()
         return report

@@ -138,6 +138,8 @@ class PlanReport:
     issues: tuple[Issue, ...] = ()
     session_id: str | None = None
     unsafe: bool = False
+    refused: tuple[str, ...] = ()
+    """Final actions the commitment lint flagged: the run fails, whether it reached them or not."""
 
     @property
     def probes(self) -> tuple[ProbeRecord, ...]:
@@ -179,6 +181,7 @@ class PlanReport:
             "actions": [r.to_dict() for r in self.actions],
             "facts": list(self.facts),
             "issues": [i.to_dict() for i in self.issues],
+            "refused": list(self.refused),
         }
 
 
@@ -201,6 +204,11 @@ def render_text(report: PlanReport) -> str:
     if pending:
         lines.append("Input needed:")
         lines += [f"  {q.output_to}: {q.question}" for q in pending]
+    if report.refused:
+        lines.append(
+            f"Refused by the commitment lint: {', '.join(report.refused)} (the plan cannot "
+            "succeed as written; guard those final actions with conditions over evidence)"
+        )
     lines.append(f"State: {report.state} (exit {report.exit_code})")
     return "\n".join(lines)
 

@@ -73,6 +73,30 @@ def whole_ref(value: Any) -> Ref | None:
     return None
 
 
+_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\.[^\s.{}$]+)*)")
+_WRAPPERS = (("${", "}"), ("$", ""), ("{", "}"))
+
+
+def bare_ref(value: Any) -> Ref | None:
+    """The reference ``value`` would be if it were written as a template, else ``None``.
+
+    Matches a variable named without ``{{ }}``: ``name``, ``name.path``, ``$name``,
+    ``${name}`` and ``{name}``. A proper template (``{{name}}``) is not bare. Whether the
+    name is one of the plan's variables is the caller's question.
+    """
+    if not isinstance(value, str) or whole_ref(value) is not None:
+        return None
+    text = value.strip()
+    for head, tail in _WRAPPERS:
+        if text.startswith(head) and text.endswith(tail) and len(text) > len(head) + len(tail):
+            text = text[len(head) : len(text) - len(tail)].strip()
+            break
+    match = _NAME.fullmatch(text)
+    if match is None:
+        return None
+    return Ref(match.group(1), tuple(p for p in match.group(2).split(".") if p))
+
+
 def lookup(ref: Ref, variables: Mapping[str, Any]) -> Any:
     """The value a reference names, or ``UNDEFINED``."""
     if ref.var not in variables:

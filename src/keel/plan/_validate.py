@@ -2,11 +2,17 @@
 
 Structure first (the pydantic models; unknown keys are errors), then meaning: unknown
 functions, argument count and types, duplicate ids, variables used before every path to them
-defines them, step and depth limits, paths that leave the workspace, http hosts not allowed,
-and the **commitment lint**: a final action that writes or runs something must sit under
-conditions over evidence about what it touches (a write needs a writability result for its
-path, a command needs to know its program exists, reading a CSV column needs the header
-evidence). Commitment findings are warnings; the engine refuses the final actions they name.
+defines them, conditions that name a variable without ``{{ }}`` (``has_file``, ``$has_file``:
+literal text, which would always be true) or test literal text for truth, step and depth
+limits, paths that leave the workspace, http hosts not allowed, and the **commitment lint**:
+a final action that writes or runs something must sit under conditions over evidence about
+what it touches (a write needs a writability result for its path, a command needs to know its
+program exists, reading a CSV column needs the header evidence).
+
+Commitment findings are warnings, so the evidence of such a plan is still collected and
+reported, but a plan with a finding on a final action (``ValidationResult.refusals``) cannot
+succeed: the engine refuses that action and the run fails (exit 1) whether or not the action
+was reached, and ``keel plan validate`` exits 1 for it too (``ValidationResult.exit_code``).
 """
 
 from __future__ import annotations
@@ -39,10 +45,12 @@ from keel.plan._model import (
     Plan,
     Step,
 )
-from keel.plan._template import Ref, bad_templates, refs_in, whole_ref
+from keel.plan._template import Ref, bad_templates, bare_ref, refs_in, whole_ref
 from keel.probes import BindError, Param, ProbeSpec, all_names, bind, resolve, type_ok
 
 Severity = Literal["error", "warning"]
+TRUTH_OPS = frozenset({"and", "or", "not"})
+"""Operators whose operands are tested for truth (a literal string there is always true)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +93,8 @@ class ValidationResult:
 
     plan: Plan | None
     issues: tuple[Issue, ...]
+    commit_steps: frozenset[str] = frozenset()
+    """The final-action steps that write or run something (the ones the engine can refuse)."""
 
     @property
     def errors(self) -> tuple[Issue, ...]:
@@ -107,9 +117,40 @@ class ValidationResult:
             i for i in self.issues if i.step_id == step_id and i.code.startswith("commitment.")
         )
 
+    @property
+    def refusals(self) -> tuple[Issue, ...]:
+        """Commitment findings on final actions, which the engine refuses.
+
+        A run of this plan fails (exit 1) whether or not it reaches them.
+        """
+        return tuple(
+            i
+            for i in self.issues
+            if i.code.startswith("commitment.") and i.step_id in self.commit_steps
+        )
+
+    def exit_code(self, *, strict: bool = False) -> int:
+        """What ``keel plan validate`` exits with; ``keel plan run`` fails the same way.
+
+        Args:
+            strict: Count every warning as an error.
+
+        Returns:
+            0 when the plan is valid and the commitment lint flags no final action; 1 when
+            it is invalid, when a final action would be refused (``refusals``: ``keel plan
+            run`` exits 1 for this plan too), or, with ``strict``, when there is any warning.
+        """
+        if not self.ok or self.refusals or (strict and self.warnings):
+            return 1
+        return 0
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict: ``valid`` and the issues."""
-        return {"valid": self.ok, "issues": [i.to_dict() for i in self.issues]}
+        """A JSON-ready dict: ``valid``, ``refused`` (step ids) and the issues."""
+        return {
+            "valid": self.ok,
+            "refused": sorted({i.step_id for i in self.refusals if i.step_id}),
+            "issues": [i.to_dict() for i in self.issues],
+        }
 
 
 def read_plan_text(text: str | bytes) -> Any:
@@ -147,7 +188,7 @@ def validate_plan(
         return ValidationResult(None, tuple(_structure_issues(exc, data)))
     checker = _Checker(limits or PlanLimits(), workspace, tuple(http_allow))
     checker.check(plan)
-    return ValidationResult(plan, tuple(checker.issues))
+    return ValidationResult(plan, tuple(checker.issues), frozenset(checker.commit_steps))
 
 
 # -- structure ----------------------------------------------------------------------------
@@ -227,6 +268,9 @@ class _Checker:
     ids: set[str] = field(default_factory=set[str])
     ever: set[str] = field(default_factory=set[str])
     producers: dict[str, list[_Producer]] = field(default_factory=dict[str, list[_Producer]])
+    names: frozenset[str] = frozenset()
+    """Every variable the plan defines anywhere (``output_to``), for suggestions."""
+    commit_steps: set[str] = field(default_factory=set[str])
     count: int = 0
 
     def error(self, code: str, message: str, path: str, step: str | None) -> None:
@@ -236,6 +280,7 @@ class _Checker:
         self.issues.append(Issue("warning", code, message, path, step))
 
     def check(self, plan: Plan) -> None:
+        self.names = frozenset(_outputs(plan.steps))
         self.walk(plan.steps, "$.steps", 1, _Scope(frozenset(), frozenset()))
         if self.count > self.limits.max_steps:
             self.error(
@@ -325,6 +370,8 @@ class _Checker:
         self.use(step.action.args, f"{path}.action.args", step.id, scope.defined | guard)
         if spec is None:
             return
+        if spec.effect != "none":
+            self.commit_steps.add(step.id)
         bound = self.args(spec.params, step.action, f"{path}.action", step.id, spec.name)
         if bound is not None and spec.effect != "none":
             self.lint_commitment(spec, bound, path, step.id, guard)
@@ -495,7 +542,14 @@ class _Checker:
             if isinstance(item, Condition):
                 self.condition_shape(item, where, step)
             elif op in ("defined", "exists") and whole_ref(item) is None:
-                self.error("plan.condition", f"{op} takes {{{{var}}}} references", where, step)
+                self.error(
+                    "plan.condition",
+                    f"{op} takes {{{{var}}}} references{self.did_you_mean(item)}",
+                    where,
+                    step,
+                )
+            elif self.bare_operand(op, item, where, step):
+                continue
             elif isinstance(item, str):
                 for fragment in bad_templates(item):
                     self.error(
@@ -511,6 +565,44 @@ class _Checker:
                 re.compile(cond.vars[1])
             except re.error as exc:
                 self.error("plan.condition", f"bad pattern: {exc}", f"{path}.vars[1]", step)
+
+    def bare_operand(self, op: str, item: Any, where: str, step: str) -> bool:
+        """Report a variable named without ``{{ }}``, or literal text tested for truth."""
+        ref = bare_ref(item)
+        if ref is not None and ref.var in self.names:
+            always = " (always true)" if op in TRUTH_OPS else ""
+            self.error(
+                "plan.bare_variable",
+                f"{item!r} is literal text{always}, not the variable {ref.var!r}; "
+                f'did you mean "{{{{{ref.text}}}}}"?',
+                where,
+                step,
+            )
+            return True
+        if op in TRUTH_OPS and isinstance(item, str) and not any(True for _ in refs_in(item)):
+            self.error(
+                "plan.literal_condition",
+                f"{op} tests {item!r} for truth, but it is literal text, always "
+                f"{'true' if item else 'false'} whatever the evidence; an operand of {op} is "
+                f'a "{{{{var}}}}" reference or a nested condition{self.did_you_mean(item)}',
+                where,
+                step,
+            )
+            return True
+        return False
+
+    def did_you_mean(self, item: Any) -> str:
+        """``; did you mean "{{name}}"?`` for the plan's variables closest to ``item``."""
+        if not isinstance(item, str):
+            return ""
+        ref = bare_ref(item)
+        if ref is not None and ref.var in self.names:
+            return f'; did you mean "{{{{{ref.text}}}}}"?'
+        word = ref.var if ref is not None else item.strip()
+        close = difflib.get_close_matches(word, sorted(self.names), n=3, cutoff=0.6)
+        if not close:
+            return ""
+        return "; did you mean " + " or ".join(f'"{{{{{c}}}}}"' for c in close) + "?"
 
     # commitment lint
 
@@ -578,6 +670,16 @@ class _Checker:
                 f"{path}.action.args",
                 step,
             )
+
+
+def _outputs(steps: Sequence[Step]) -> Iterable[str]:
+    """Every ``output_to`` in ``steps``, branches included."""
+    for step in steps:
+        if isinstance(step, EvidenceStep | AskStep):
+            yield step.output_to
+        elif isinstance(step, ConditionalStep):
+            yield from _outputs(step.true_branch)
+            yield from _outputs(step.false_branch)
 
 
 def outside_workspace(raw: str, workspace: Path | None) -> str | None:

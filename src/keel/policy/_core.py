@@ -65,8 +65,19 @@ _READ_ONLY_EXCLUDED: dict[str, tuple[str, ...]] = {
 
 
 def split_pattern(pattern: str) -> Pattern:
-    """A command pattern's words (shell quoting respected)."""
+    """A command pattern's words (shell quoting respected).
+
+    A pattern in Claude Code's rule syntax (``Bash(npm test:*)``) is read as the keel pattern
+    it means; one keel cannot express raises ``ValueError`` (``keel.policy._clientrules``), so
+    it is never compiled into a pattern that silently matches nothing.
+    """
     import shlex
+
+    if pattern.endswith(")") or pattern[:1].isupper() or pattern.startswith("mcp__"):
+        from keel.policy._clientrules import client_rule_pattern, looks_like_client_rule
+
+        if looks_like_client_rule(pattern):
+            pattern = client_rule_pattern(pattern)
 
     try:
         return tuple(shlex.split(pattern))

@@ -162,7 +162,13 @@ def run_check(request: CheckRequest, out: TextIO | None = None, err: TextIO | No
         context = getattr(exc, "context", {})
         message = getattr(exc, "message", str(exc))
         return _usage_error(message, request.as_json, str(code), err, **context)
-    stdout.write(render(guard.decide(_call(request.kind, request.value)), request.as_json))
+    decided = guard.decide(_call(request.kind, request.value))
+    if request.as_json:
+        stdout.write(render(decided, True))
+        return 0
+    from keel._color import color_enabled
+
+    stdout.write(render(decided, False, color=color_enabled(stdout)))
     return 0
 
 
@@ -200,8 +206,8 @@ def _call(kind: str, value: str) -> ToolCall:
             return ToolCall("WebFetch", "network", url=value)
 
 
-def render(decided: Decision, as_json: bool) -> str:
-    """The JSON object (one line) or readable text of a decision."""
+def render(decided: Decision, as_json: bool, *, color: bool = False) -> str:
+    """The JSON object (one line) or readable text of a decision; ``color``: the verdict too."""
     decision, rule, reason, suggestion = (
         decided.decision,
         decided.rule,
@@ -215,7 +221,12 @@ def render(decided: Decision, as_json: bool) -> str:
             )
             + "\n"
         )
-    lines = [f"{decision}  {rule}", f"  reason: {_printable(reason)}"]
+    from keel._color import paint_decision
+
+    lines = [
+        f"{paint_decision(decision, decision, color)}  {rule}",
+        f"  reason: {_printable(reason)}",
+    ]
     if suggestion:
         lines.append(f"  suggestion: {_printable(suggestion)}")
     return "\n".join(lines) + "\n"

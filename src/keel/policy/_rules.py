@@ -486,7 +486,7 @@ def reads(name: str, args: list[str | None]) -> list[str | None]:
         files = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-f", "--file")]
         return files + (pos if explicit else pos[1:])
     if name in READERS:
-        return positional(args, frozenset({"-n", "-c", "-t", "-S", "-o", "-d", "-L", "-I"}))
+        return positional(args, _READER_VALUES.get(name, frozenset()))
     return []
 
 
@@ -800,6 +800,27 @@ _VALUE_OPTIONS["egrep"] = _VALUE_OPTIONS["fgrep"] = _VALUE_OPTIONS["zgrep"] = _V
 for _awk in ("gawk", "mawk", "nawk"):
     _VALUE_OPTIONS[_awk] = _VALUE_OPTIONS["awk"]
 _DEFAULT_VALUES = frozenset({"-m", "-A", "-B", "-C", "-e", "-f"})
+# Options of the READERS whose next argument is a value, not a file; per command, since one
+# command's value option is another's flag (``head -c 5 f``, but ``cat -n f``, ``wc -c f``).
+# An option missing here only costs a check of its value as a path; one too many would skip
+# a file read (issue 14: ``cat -n notes.txt`` read the secret notes.txt links to).
+_READER_VALUES: dict[str, frozenset[str]] = {
+    "head": frozenset({"-n", "-c"}),
+    "tail": frozenset({"-n", "-c", "-s"}),
+    "less": frozenset({"-b", "-h", "-j", "-p", "-P", "-x", "-y", "-z", "-D"}),
+    "more": frozenset({"-n"}),
+    "sort": frozenset({"-o", "-t", "-S", "-T", "-k"}),
+    "uniq": frozenset({"-f", "-s", "-w"}),
+    "cut": frozenset({"-b", "-c", "-d", "-f"}),
+    "nl": frozenset({"-b", "-d", "-f", "-h", "-i", "-l", "-n", "-s", "-v", "-w"}),
+    "tac": frozenset({"-s"}),
+    "xxd": frozenset({"-c", "-g", "-l", "-s", "-o", "-n"}),
+    "od": frozenset({"-A", "-j", "-N", "-S", "-t", "-w"}),
+    "hexdump": frozenset({"-e", "-n", "-s"}),
+    "strings": frozenset({"-n", "-t", "-e"}),
+    "scp": frozenset({"-P", "-o", "-c", "-l"}),
+    "unzip": frozenset({"-P"}),
+}  # fmt: skip
 
 
 def _pattern_first(args: list[str | None], offset: int, name: str = "grep") -> set[int]:

@@ -18,11 +18,24 @@ Checkpoint kinds:
   rollback can itself be rolled back.
 
 Who changed what: the time between two consecutive checkpoints is an *interval*. An interval
-belongs to the agent while one of its calls is open (from its ``before`` to its ``after``, or
-to the session's next checkpoint when no ``after`` was recorded) and to keel during a
-rollback; every other interval belongs to someone else (the user, another session). A
-rollback restores the files the agent changed since the checkpoint, leaves alone the files
-only someone else changed, and refuses, naming them, when a file was changed by both;
+belongs to the agent while one of its calls is open and to keel during a rollback; every
+other interval belongs to someone else (the user, another session). A call is open from its
+``before`` to its ``after``. A call that never got an ``after`` (the user rejected the
+prompt, the client was interrupted, the post-tool hook never ran) is open only until the
+next checkpoint, whoever took it: its own session's next call, another session's call, a
+manual checkpoint or a rollback. Whatever it changed is in that next checkpoint's tree, so
+it stays that call's; what changes after it belongs to whoever holds the later intervals.
+Left open to the end, such a call would overlap every later call of every other session
+and make their rollbacks refuse, naming files only they changed. The cost: a call that is
+in fact still running with no ``after`` yet, and writes a file while another session's
+call is open, has that write counted as the other session's. keel narrows that: while a
+contained command (``keel exec``) is running in the workspace, which call it belongs to is
+unknown, so every call with no ``after`` stays open until now, as it must (a shell command
+run uncontained, without a sandbox, is not seen). A call that is the newest checkpoint
+stays open until now too.
+
+A rollback restores the files the agent changed since the checkpoint, leaves alone the
+files only someone else changed, and refuses, naming them, when a file was changed by both;
 ``force=True`` resets every changed file. Without ``after`` checkpoints keel cannot tell a
 user's edit from the agent's during the call, so the guard should take them.
 
@@ -147,17 +160,23 @@ class DiffResult:
 
 @dataclass(frozen=True, slots=True)
 class RollbackResult:
-    """A rollback that happened; ``undo`` is the checkpoint that takes it back."""
+    """A rollback that happened; ``undo`` is the checkpoint that takes it back.
+
+    In a dry run (``dry_run``) nothing happened: the lists say what the rollback would do,
+    and ``undo`` and ``after`` are None.
+    """
 
     target: Checkpoint
-    undo: Checkpoint
-    after: Checkpoint
+    undo: Checkpoint | None
+    after: Checkpoint | None
     restored: tuple[str, ...] = ()
     deleted: tuple[str, ...] = ()
     overwritten: tuple[str, ...] = ()
     """Files someone else changed that ``force`` overwrote."""
     kept: tuple[str, ...] = ()
     """Files changed since the checkpoint only by someone else, left as they are."""
+    dry_run: bool = False
+    """True when this only says what a rollback would do."""
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -167,9 +186,10 @@ class RollbackResult:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {
+            "dry_run": self.dry_run,
             "target": self.target.to_dict(),
-            "undo": self.undo.short,
-            "after": self.after.short,
+            "undo": self.undo.short if self.undo is not None else None,
+            "after": self.after.short if self.after is not None else None,
             "restored": list(self.restored),
             "deleted": list(self.deleted),
             "overwritten": list(self.overwritten),
@@ -232,6 +252,8 @@ class Checkpoints:
         self.watch_file = self.git_dir / "keel-watch"
         self.lock_timeout = lock_timeout
         """Seconds to wait for another keel process before ``workspace.locked``; None: forever."""
+        self.on_progress: Callable[[str], None] | None = None
+        """Told what a long checkpoint or rollback is doing now (the CLI's spinner shows it)."""
         self._recovered: list[LockRecovery] = []
 
     @property
@@ -385,7 +407,12 @@ class Checkpoints:
     # -- rollback -------------------------------------------------------------------------
 
     def rollback(
-        self, target: Checkpoint, *, force: bool = False, deadline: float | None = None
+        self,
+        target: Checkpoint,
+        *,
+        force: bool = False,
+        deadline: float | None = None,
+        dry_run: bool = False,
     ) -> RollbackResult:
         """Undo the agent's changes since ``target``: restore those files, and only those.
 
@@ -396,10 +423,13 @@ class Checkpoints:
         since ``target``, whoever changed it: a full reset. The state before the rollback is
         itself a checkpoint (``RollbackResult.undo``), so a rollback can be rolled back.
         ``deadline`` bounds the wait for another keel process, as in ``create``.
+        ``dry_run`` decides the same way (and refuses the same way) but restores nothing and
+        takes no checkpoint: the result lists what would be restored, deleted and kept.
         """
         with self._locked(deadline, target.session_id):
             now = self._snapshot()
-            agent, others = self._attribute(target, now.tree)
+            self._progress("working out who changed what")
+            agent, others = self._attribute(target, now.tree, _commands_running(self.root))
             raw = self.git.run("diff-tree", "-r", "-z", "--no-renames", target.tree, now.tree)
             unknown = set(target.skipped)  # over the size cap then: no content to go back to
             entries = [
@@ -418,6 +448,17 @@ class Checkpoints:
                 )
             kept = sorted(changed - agent) if not force else []
             entries = [e for e in entries if e.path not in kept]
+            if dry_run:
+                return RollbackResult(
+                    target,
+                    None,
+                    None,
+                    tuple(sorted(e.path for e in entries if e.status != "A")),
+                    tuple(sorted(e.path for e in entries if e.status == "A")),
+                    tuple(sorted(changed & others) if force else []),
+                    tuple(kept),
+                    dry_run=True,
+                )
             restored, deleted = self._restore(entries)
             label = f"before rollback to {target.short}"
             undo = self._commit(now, "rollback", target.session_id, None, label)
@@ -482,6 +523,7 @@ class Checkpoints:
         changed; otherwise one ``git status`` (the shadow HEAD is the newest checkpoint, the
         untracked cache on) does. When nothing changed, the newest tree is reused.
         """
+        self._progress("scanning the workspace")
         large, shrunk = self._large_files()  # first: a file back under the cap must show up
         head = self._head()
         watch = _watch.load(self.watch_file) if self.watch else None
@@ -524,6 +566,7 @@ class Checkpoints:
         if drop:
             self.git.run("update-index", "-z", "--force-remove", "--stdin",
                          stdin=b"\0".join(drop) + b"\0")  # fmt: skip
+        self._progress(f"adding {len(add)} changed file(s) to the checkpoint")
         if head is None and not staged and len(add) > PATHSPEC_LIMIT:
             self.git.import_files(add)  # the first snapshot: one pack, not a file per object
         elif len(add) > PATHSPEC_LIMIT:  # matching many pathspecs costs more than a full add
@@ -700,8 +743,13 @@ class Checkpoints:
                            old_tree, new_tree)  # fmt: skip
         return [os.fsdecode(p) for p in raw.split(b"\0") if p]
 
-    def _attribute(self, target: Checkpoint, now_tree: str) -> tuple[set[str], set[str]]:
-        """Files changed after ``target`` by the agent (or keel), and by anyone else."""
+    def _attribute(
+        self, target: Checkpoint, now_tree: str, running: bool = False
+    ) -> tuple[set[str], set[str]]:
+        """Files changed after ``target`` by the agent (or keel), and by anyone else.
+
+        ``running``: a contained command is running now, so a call with no ``after`` may be.
+        """
         chain = self.history()
         start = next((i for i, c in enumerate(chain) if c.id == target.id), None)
         if start is None:
@@ -710,7 +758,7 @@ class Checkpoints:
                 code="workspace.unknown_checkpoint",
             )
         trees = [c.tree for c in chain] + [now_tree]
-        owned = _agent_intervals(chain, target.session_id)
+        owned = _agent_intervals(chain, target.session_id, running=running)
         found: tuple[set[str], set[str]] = (set(), set())
         k = start + 1
         while k < len(trees):
@@ -728,7 +776,12 @@ class Checkpoints:
                 found[1].update(names)
         return found
 
+    def _progress(self, what: str) -> None:
+        if self.on_progress is not None:
+            self.on_progress(what)
+
     def _restore(self, entries: list[_Entry]) -> tuple[list[str], list[str]]:
+        self._progress(f"restoring {len(entries)} file(s)")
         blobs = self._read_blobs([e.blob for e in entries if e.status != "A"])
         txn = FileTransaction(self.root)
         restored: list[str] = []
@@ -788,8 +841,8 @@ class Checkpoints:
             tool_use_id=target.tool_use_id,
             files=list(result.files[:JOURNAL_FILES_CAP]),
             detail={
-                "undo": result.undo.short,
-                "after": result.after.short,
+                "undo": result.undo.short if result.undo is not None else None,
+                "after": result.after.short if result.after is not None else None,
                 "restored": len(result.restored),
                 "deleted": list(result.deleted[:JOURNAL_FILES_CAP]),
                 "overwritten": list(result.overwritten),
@@ -865,12 +918,14 @@ def _refusal(files: list[str]) -> str:
     )
 
 
-def _agent_intervals(chain: list[Checkpoint], session_id: str | None) -> list[tuple[bool, bool]]:
+def _agent_intervals(
+    chain: list[Checkpoint], session_id: str | None, *, running: bool = False
+) -> list[tuple[bool, bool]]:
     """For each interval k (between checkpoint k-1 and k; k = len is now): (agent's, others').
 
     With ``session_id`` only that session's calls are the agent, and an interval in which
     another session's call was open counts as someone else's too (it cannot be told apart).
-    Without it, every session is the agent.
+    Without it, every session is the agent. How long a call is open: ``_call_end``.
     """
     n = len(chain)
     mine = [False] * (n + 1)
@@ -881,23 +936,41 @@ def _agent_intervals(chain: list[Checkpoint], session_id: str | None) -> list[tu
             _mark(mine, i, end)
         elif cp.kind == "before":
             ours = session_id is None or cp.session_id == session_id
-            _mark(mine if ours else foreign, i, _call_end(chain, i))
+            _mark(mine if ours else foreign, i, _call_end(chain, i, running))
     return [(m, f or not m) for m, f in zip(mine, foreign, strict=True)]
 
 
-def _call_end(chain: list[Checkpoint], i: int) -> int:
-    """Where the call opened at ``chain[i]`` ended: its ``after``, or the session's next step."""
+def _call_end(chain: list[Checkpoint], i: int, running: bool = False) -> int:
+    """Where the call opened at ``chain[i]`` ended (an index; ``len(chain)`` is now).
+
+    At its ``after`` when it has one, however many checkpoints later (calls of several
+    sessions really overlap). A call with no ``after`` was rejected or interrupted, or its
+    post-tool hook never ran: it ends at the next checkpoint, whoever took it (its session's
+    next step or any other session's checkpoint, whichever comes first), or now when there
+    is none. While a contained command is ``running`` it may be that call's: it is open
+    until now. See the module docstring for why, and what that costs.
+    """
     opened = chain[i]
-    next_same: int | None = None
     for j in range(i + 1, len(chain)):
         cp = chain[j]
-        if cp.session_id != opened.session_id:
-            continue
-        if cp.kind == "after" and cp.tool_use_id == opened.tool_use_id:
+        if (
+            cp.kind == "after"
+            and cp.session_id == opened.session_id
+            and cp.tool_use_id == opened.tool_use_id
+        ):
             return j
-        if next_same is None:
-            next_same = j
-    return next_same if next_same is not None else len(chain)
+    return len(chain) if running else i + 1
+
+
+def _commands_running(root: Path) -> bool:
+    """True when a contained command (``keel exec``) is running in the workspace now."""
+    from keel.sandbox._registry import records, start_time
+
+    for _, data in records(os.fspath(root)):
+        pid, start = data.get("pid"), data.get("start")
+        if isinstance(pid, int) and start is not None and start_time(pid) == start:
+            return True
+    return False
 
 
 def _mark(owned: list[bool], start: int, end: int) -> None:

@@ -1,4 +1,9 @@
-"""The seed article's two plans, in its own JSON format: the config plan and the CSV report."""
+"""The seed article's two plans, in its own JSON format: the config plan and the CSV report.
+
+``config_plan`` and ``csv_report_plan`` are the seed's plans exactly as published, with their
+Chinese text; ``config_plan_en`` and ``csv_report_plan_en`` are the same plans, step for step,
+with the text in English (what ``keel demo`` runs).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,13 @@ import json
 from importlib.resources import files
 from typing import Any, Literal
 
-ExampleName = Literal["config_plan", "csv_report_plan"]
-EXAMPLES: tuple[ExampleName, ...] = ("config_plan", "csv_report_plan")
+ExampleName = Literal["config_plan", "csv_report_plan", "config_plan_en", "csv_report_plan_en"]
+EXAMPLES: tuple[ExampleName, ...] = (
+    "config_plan",
+    "csv_report_plan",
+    "config_plan_en",
+    "csv_report_plan_en",
+)
 
 
 def example_text(name: ExampleName) -> str:

@@ -1,0 +1,62 @@
+"""Print the score of the last ``mutmut run`` (``make mutate``), and list its survivors.
+
+Reads mutmut 3's per-file results (``mutants/**/*.py.meta``). A mutant counts as killed when a
+test failed on it, it timed out, or the type checker caught it (mutmut's own reading);
+skipped mutants are left out. The last line is exactly ``mutation score: K/N killed (P%)``.
+``--survivors FILE`` writes every mutant that was not killed, one ``name<TAB>status`` a line,
+for tests/MUTATION.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+KILLED = {1: "killed", 3: "killed", 36: "timeout", 24: "timeout", -24: "timeout",
+          152: "timeout", 255: "timeout", 37: "caught by type check"}  # fmt: skip
+OTHER = {0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", 35: "suspicious",
+         2: "interrupted", None: "not checked", -11: "segfault", -9: "segfault"}  # fmt: skip
+
+
+def status(code: int | None) -> str:
+    """The name mutmut gives an exit code (``suspicious`` for one it does not know)."""
+    return KILLED.get(code) or OTHER.get(code, "suspicious")  # type: ignore[arg-type]
+
+
+def results(root: Path) -> dict[str, int | None]:
+    """Every mutant's exit code, by mutant name, from ``root``/mutants."""
+    out: dict[str, int | None] = {}
+    for meta in sorted((root / "mutants").rglob("*.py.meta")):
+        data = json.loads(meta.read_text(encoding="utf-8"))
+        out.update(data.get("exit_code_by_key", {}))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the per-status counts, then the score line; 1 when there are no results."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=Path("."))
+    parser.add_argument("--survivors", type=Path, help="write the mutants not killed here")
+    args = parser.parse_args(argv)
+    codes = results(args.root)
+    if not codes:
+        print("no mutmut results under mutants/: run `make mutate` first", file=sys.stderr)
+        return 1
+    by_status = Counter(status(c) for c in codes.values())
+    for name, count in sorted(by_status.items()):
+        print(f"  {name}: {count}")
+    total = sum(n for s, n in by_status.items() if s != "skipped")
+    killed = sum(1 for c in codes.values() if c in KILLED)
+    if args.survivors:
+        lines = [f"{k}\t{status(c)}" for k, c in sorted(codes.items()) if c not in KILLED]
+        args.survivors.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    percent = 100.0 * killed / total if total else 0.0
+    print(f"mutation score: {killed}/{total} killed ({percent:.1f}%)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,119 @@
+"""The agent's phases, a state machine in code, and the policy layer that enforces them.
+
+- ``understand``: read-only tools (and commands the policy finds read-only);
+- ``plan``: entered by ``run_plan``; a plan whose conditions hold opens ``implement``, one
+  whose evidence contradicts an assumption keeps the run here;
+- ``implement``: adds ``apply_patch``, ``write_file`` and commands that change files;
+- ``verify``: entered on ``finish``; the gates pass (``done``) or the run goes back to
+  ``implement``.
+
+A writing tool before ``implement`` is *premature commitment*: :class:`PhasePolicy` denies it
+inside ``Guard.decide`` (rule ``agent.premature_commitment``), so it is refused, journaled and
+checkpoint-free like any deny, and nothing changes on disk. ``[agent] require_plan = false``
+lets a writing tool open ``implement`` straight from ``understand``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from keel.agent._tools import CONTROL_TOOLS, WRITE_TOOLS, argument_problem
+from keel.calls import ToolCall
+from keel.decision import Decision
+
+if TYPE_CHECKING:
+    from keel.policy import Policy
+
+Phase = Literal["understand", "plan", "implement", "verify", "done"]
+PREMATURE = "agent.premature_commitment"
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One change of phase, and why."""
+
+    step: int
+    before: Phase
+    after: Phase
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (as journaled)."""
+        return {"step": self.step, "from": self.before, "to": self.after, "why": self.why}
+
+
+@dataclass(slots=True)
+class Phases:
+    """The current phase and every transition so far."""
+
+    require_plan: bool = True
+    phase: Phase = "understand"
+    history: list[Transition] = field(default_factory=list[Transition])
+
+    def move(self, to: Phase, why: str, step: int) -> Transition | None:
+        """Go to ``to``; the transition, or None when already there."""
+        if to == self.phase:
+            return None
+        change = Transition(step, self.phase, to, why)
+        self.phase = to
+        self.history.append(change)
+        return change
+
+    def may_write(self) -> bool:
+        """Whether writing tools are allowed now."""
+        return self.phase == "implement" or (not self.require_plan and self.phase != "verify")
+
+    def premature(self, call: ToolCall, read_only: bool) -> str | None:
+        """Why ``call`` commits too early, or None (``read_only``: a command changes nothing)."""
+        if self.may_write():
+            return None
+        writing = call.tool in WRITE_TOOLS or (call.tool == "run" and not read_only)
+        if not writing:
+            return None
+        what = "a command that can change files" if call.tool == "run" else f"{call.tool}"
+        return (
+            f"{what} is not allowed in phase {self.phase!r}: nothing was changed. First check "
+            "the assumptions the task makes (files, columns, keys, names) with run_plan: an "
+            "evidence plan of read-only probes with conditions; when its conditions hold, "
+            "the run enters 'implement' and writing tools are allowed."
+        )
+
+
+class PhasePolicy:
+    """keel's policy with the agent's rules first: known tools, valid arguments, the phase.
+
+    The guard asks this instead of the policy, so the agent's refusals take the one decision
+    path (journaled with their rule ids) and everything else is the policy's.
+    """
+
+    def __init__(self, policy: Policy, phases: Phases) -> None:
+        """Wrap ``policy`` for a run in ``phases``."""
+        self.policy = policy
+        self.phases = phases
+        self.contained = policy.contained
+
+    def check_call(self, call: ToolCall) -> Decision:
+        """The agent's rules, then the policy's judgement of the call."""
+        problem = argument_problem(call.tool, call.args)
+        if problem is not None:
+            return Decision.deny("agent.bad_call", problem, "Call one of the tools as described.")
+        read_only = call.tool == "run" and self.policy.is_read_only(call.command or "", call.cwd)
+        why = self.phases.premature(call, read_only)
+        if why is not None:
+            return Decision.deny(PREMATURE, why, "Run a plan (run_plan) that checks it first.")
+        if call.tool in CONTROL_TOOLS:
+            return Decision.allow("agent.tool", f"{call.tool} is one of keel's own tools")
+        return self.policy.check_call(call)
+
+    def check_path(self, path: str, op: Any) -> Decision:
+        """The policy's judgement of a path (patches, plans' final actions)."""
+        return self.policy.check_path(path, op)
+
+    def check_command(self, line: str) -> Decision:
+        """The policy's judgement of a command line (plans' final actions)."""
+        return self.policy.check_command(line)
+
+    def __getattr__(self, name: str) -> Any:
+        """Everything else (``in_scope``, ``is_read_only``, ``command_facts``) as the policy's."""
+        return getattr(self.policy, name)

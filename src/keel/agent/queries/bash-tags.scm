@@ -1,0 +1,3 @@
+(function_definition name: (word) @name) @definition.function
+
+(command name: (command_name (word) @name)) @reference.call

@@ -1,0 +1,134 @@
+"""`keel doctor` and `keel status`: is every client that should be guarded actually guarded?
+
+Each failure is made real (an interpreter that is gone, a command that answers "allow", an
+untrusted Codex project, a broken keel.toml) and doctor must exit 1 naming it; the probe goes
+through the exact registered command, so a hook that answers but does not block is caught.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from keel.adapters.install import install_hooks, registered_hooks
+
+KEEL = str(Path(sys.executable).with_name("keel"))
+
+
+def keel(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "KEEL_HOOKD": "0", **env}
+    return subprocess.run([KEEL, *args], cwd=cwd, env=full, capture_output=True, text=True)
+
+
+def doctor_json(cwd: Path, *args: str, **env: str) -> tuple[int, dict]:
+    out = keel(cwd, "doctor", "--json", *args, **env)
+    return out.returncode, json.loads(out.stdout)
+
+
+def checks(report: dict, agent: str) -> dict[str, str]:
+    (client,) = [c for c in report["clients"] if c["agent"] == agent]
+    return {c["name"]: c["status"] for c in client["checks"]}
+
+
+@pytest.fixture
+def project(workdir: Path) -> Path:
+    subprocess.run(["git", "init", "-q"], cwd=workdir, check=True)
+    return workdir
+
+
+@pytest.mark.parametrize("agent", ["claude", "gemini"])
+def test_a_fresh_init_is_guarded_end_to_end(project: Path, agent: str) -> None:
+    assert keel(project, "init", "--agent", agent).returncode == 0
+    rc, report = doctor_json(project)
+    assert rc == 0 and report["ok"], report
+    assert checks(report, agent) == {"hooks": "ok", "command": "ok", "probe": "ok"}
+    text = keel(project, "doctor")
+    assert text.returncode == 0 and "every client is guarded" in text.stdout
+    assert "rm -rf /" in text.stdout and "blocked" in text.stdout
+
+
+def test_no_hooks_is_not_guarded(project: Path) -> None:
+    assert keel(project, "init").returncode == 0
+    rc, report = doctor_json(project)
+    assert rc == 1 and report["clients"] == [] and not report["ok"]
+    rc, report = doctor_json(project, "--agent", "gemini")
+    assert rc == 1 and checks(report, "gemini") == {"hooks": "fail"}
+    assert keel(project, "doctor", "--agent", "cursor").returncode == 2
+
+
+def test_a_missing_interpreter_fails_the_command_and_the_probe(project: Path) -> None:
+    keel(project, "init")
+    install_hooks(project, "claude", keel_command=["/gone/venv/bin/python", "-S", "-c", "x"])
+    rc, report = doctor_json(project)
+    assert rc == 1
+    assert checks(report, "claude") == {"hooks": "ok", "command": "fail", "probe": "ok"}
+    # the probe still comes back blocked: the fallback answers 2 for the missing interpreter
+    status = keel(project, "status")
+    assert "claude NOT guarded" in status.stdout and "/gone/venv/bin/python" in status.stdout
+
+
+def test_a_hook_that_answers_but_does_not_block_fails_the_probe(project: Path) -> None:
+    keel(project, "init")
+    allow_all = [sys.executable, "-c", "print('{}')"]  # registered like keel, decides nothing
+    install_hooks(project, "claude", keel_command=allow_all)
+    assert registered_hooks(project, "claude")
+    rc, report = doctor_json(project, "--agent", "claude")
+    assert rc == 1
+    assert checks(report, "claude")["probe"] == "fail"
+    (client,) = report["clients"]
+    (probe,) = [c for c in client["checks"] if c["name"] == "probe"]
+    assert "NOT blocked" in probe["detail"]
+
+
+def test_an_invalid_keel_toml_is_reported(project: Path) -> None:
+    keel(project, "init", "--agent", "claude")
+    (project / "keel.toml").write_text("[policy\n")
+    rc, report = doctor_json(project)
+    assert rc == 1
+    assert {c["name"]: c["status"] for c in report["workspace"]}["config"] == "fail"
+
+
+def test_a_sandbox_that_cannot_start_is_reported(project: Path) -> None:
+    keel(project, "init", "--agent", "claude")
+    with (project / "keel.toml").open("a") as fh:
+        fh.write("\n[sandbox]\nexec_memory_mb = 1\n")  # bwrap cannot even start
+    rc, report = doctor_json(project)
+    assert rc == 1
+    (sandbox,) = [c for c in report["workspace"] if c["name"] == "sandbox"]
+    assert sandbox["status"] == "fail" and "keel exec cannot run" in sandbox["detail"]
+
+
+def test_disable_all_hooks_is_not_guarded(project: Path) -> None:
+    keel(project, "init", "--agent", "claude", "--local")
+    shared = project / ".claude" / "settings.json"
+    shared.write_text(json.dumps({"disableAllHooks": True}))
+    rc, report = doctor_json(project)
+    assert rc == 1 and checks(report, "claude")["settings"] == "fail"
+
+
+def test_codex_is_not_guarded_until_the_project_is_trusted(project: Path, tmp_path: Path) -> None:
+    codex_home = tmp_path / "codex"
+    codex_home.mkdir()
+    (codex_home / "config.toml").write_text('sandbox_mode = "workspace-write"\n')
+    env = {"CODEX_HOME": str(codex_home)}
+    init = keel(project, "init", "--agent", "codex", **env)
+    assert init.returncode == 0
+    assert "Codex does not trust" in init.stderr and "--trust" in init.stderr
+    rc, report = doctor_json(project, **env)
+    assert rc == 1 and checks(report, "codex")["trust"] == "fail"
+    assert checks(report, "codex")["probe"] == "ok"  # the hook works; Codex would not run it
+    status = keel(project, "status", **env)
+    assert "codex NOT guarded" in status.stdout and "does not trust" in status.stdout
+    trust = keel(project, "init", "--agent", "codex", "--trust", **env)
+    assert trust.returncode == 0, trust.stderr
+    assert "left Codex's own sandbox_mode as it was: workspace-write" in trust.stdout
+    assert (codex_home / "config.toml").read_text().startswith('sandbox_mode = "workspace-write"\n')
+    rc, report = doctor_json(project, **env)
+    assert rc == 0, report
+    assert checks(report, "codex")["review"] == "warn"  # codex exec needs the bypass flag
+    assert "codex guarded" in keel(project, "status", **env).stdout
