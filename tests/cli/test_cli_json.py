@@ -42,6 +42,10 @@ PATCH = "--- a/app.py\n+++ b/app.py\n@@ -1 +1 @@\n-x = 2\n+x = 3\n"
 
 REPORTS: dict[str, tuple[list[str], set[str]]] = {
     # name: (arguments before --json, keys the object always has)
+    "init": (
+        ["init", "--agent", "claude", "--scope", "src/**"],
+        {"root", "agent", "config", "wrote_config", "scope", "hooks", "state_dir"},
+    ),
     "status": (["status"], {"root", "config", "preset", "stop", "journal", "checkpoints"}),
     "doctor": (["doctor"], {"root", "ok", "workspace", "clients"}),
     "log": (["log"], {"sessions"}),
@@ -80,7 +84,6 @@ NOT_IN_THE_WALK = {
 }
 
 NOT_REPORTS = {
-    "init": "writes keel.toml and hooks; `keel doctor --json` reports what it set up",
     "export": "its output is the data itself: JSON Lines or OTLP/JSON",
     "plan schema": "its output is the JSON Schema itself",
     "completion": "prints a shell script",
@@ -174,3 +177,27 @@ def test_json_errors_are_one_object_on_stderr(
         assert code in (1, 2) and out == ""
         error = json.loads(err)["error"]
         assert {"code", "message"} <= set(error)
+
+
+def test_init_json_says_what_was_written_and_what_was_not_imported(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (workspace / "keel.toml").unlink(missing_ok=True)
+    claude = workspace / ".claude"
+    claude.mkdir()
+    rules = {"permissions": {"allow": ["Bash(npm test:*)", "Read(//etc/**)"]}}
+    (claude / "settings.json").write_text(json.dumps(rules))
+    code = keel_main(["--workspace", str(workspace), "init", "--agent", "claude", "--json"])
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert code == 0, err
+    assert doc["wrote_config"] is True and doc["hooks"] == [str(claude / "settings.json")]
+    translated = doc["rules"]["translated"]
+    assert [(r["tier"], r["pattern"]) for r in translated] == [("allow", "npm test")]
+    assert [r["rule"] for r in doc["rules"]["skipped"]] == ["Read(//etc/**)"]
+    assert '"npm test",  # Bash(npm test:*)' in (workspace / "keel.toml").read_text()
+    again = keel_main(
+        ["--workspace", str(workspace), "init", "--agent", "claude", "--remove", "--json"]
+    )
+    removed = json.loads(capsys.readouterr().out)
+    assert again == 0 and removed["removed"] == [str(claude / "settings.json")]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from keel.cli._common import WorkspaceOpt, examples, fail, utf8_text
+from keel.cli._common import JsonOpt, WorkspaceOpt, examples, fail, print_json, utf8_text
 from keel.errors import KeelError, UsageError
 from keel.root import find_root
 
@@ -19,6 +19,22 @@ DENY_RULES_NOTE = (
 )
 
 
+class _Report:
+    """What ``keel init`` did: lines for a person, or one JSON object with ``--json``."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.data: dict[str, Any] = {}
+
+    def say(self, text: str) -> None:
+        if not self.as_json:
+            typer.echo(text)
+
+    def warn(self, text: str) -> None:
+        self.data.setdefault("warnings", []).append(text)
+        typer.echo(text, err=True)
+
+
 def register(app: typer.Typer) -> None:
     app.command(
         "init",
@@ -27,6 +43,7 @@ def register(app: typer.Typer) -> None:
             "keel init --agent claude --local      # .claude/settings.local.json, not shared",
             "keel init --agent codex --trust       # also trust the project in ~/.codex",
             "keel init --agent gemini --remove",
+            "keel init --agent claude --json      # what was written, as one JSON object",
         ),
     )(init)
 
@@ -76,6 +93,7 @@ def init(
         ),
     ] = True,
     workspace: WorkspaceOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Write a commented keel.toml and .keel/, git-ignore .keel/, and optionally register hooks.
 
@@ -88,13 +106,15 @@ def init(
     chosen = workspace or (ctx.obj or {}).get("workspace")
     root = find_root(override=str(chosen)) if chosen else Path.cwd().resolve()
     globs = [g.strip() for item in scope or [] for g in item.split(",") if g.strip()] or None
+    out = _Report(as_json)
     try:
         for glob in globs or []:
             if utf8_text(glob) != glob:
                 raise UsageError(f"--scope {utf8_text(glob)!r} is not valid UTF-8")
         _check_options(agent, remove=remove, local=local, trust=trust)
         if remove:
-            _remove(root, str(agent))
+            _remove(out, root, str(agent))
+            _finish(out, root, agent)
             return
         rules = None
         if agent and import_rules:
@@ -102,36 +122,51 @@ def init(
 
             rules = read_permissions(root, agent)
         result = init_workspace(root, preset, force=force, scope=globs, rules=rules)
+        out.data.update(
+            config=str(result.config_path),
+            wrote_config=result.wrote_config,
+            preset=preset,
+            scope=globs,
+            scope_was=list(result.scope_was) if result.scope_was is not None else None,
+            state_dir=str(result.root / ".keel"),
+            updated_gitignore=result.updated_gitignore,
+        )
         if result.wrote_config:
-            typer.echo(f"wrote {result.config_path} (preset {preset})")
+            out.say(f"wrote {result.config_path} (preset {preset})")
         else:
-            typer.echo(f"kept existing {result.config_path} (use --force to overwrite)")
+            out.say(f"kept existing {result.config_path} (use --force to overwrite)")
             if result.scope_was is not None:
-                typer.echo(
+                out.say(
                     f"set [scope] include = {json.dumps(globs)} in it "
                     f"(was {json.dumps(list(result.scope_was))})"
                 )
             elif globs:
-                typer.echo(f"[scope] include is {json.dumps(globs)} already")
-        typer.echo(f"state directory {result.root / '.keel'}")
+                out.say(f"[scope] include is {json.dumps(globs)} already")
+        out.say(f"state directory {result.root / '.keel'}")
         if result.updated_gitignore:
-            typer.echo("added .keel/ to .gitignore")
+            out.say("added .keel/ to .gitignore")
         if rules:
-            _report_rules(rules, str(agent), written=result.wrote_config)
+            _report_rules(out, rules, str(agent), written=result.wrote_config)
         if agent:
             from keel.adapters.install import default_keel_command, install_hooks
 
-            for path in install_hooks(
-                root, agent, keel_command=default_keel_command(), local=local
-            ):
-                typer.echo(f"registered keel's {agent} hooks in {path}")
-        _register(root, agent)
+            paths = install_hooks(root, agent, keel_command=default_keel_command(), local=local)
+            out.data["hooks"] = [str(p) for p in paths]
+            for path in paths:
+                out.say(f"registered keel's {agent} hooks in {path}")
+        _register(out, root, agent)
         if agent == "codex":
-            _codex_trust(root, trust)
+            _codex_trust(out, root, trust)
         if agent:
-            typer.echo(f"check the guard end to end: keel doctor --agent {agent}")
+            out.say(f"check the guard end to end: keel doctor --agent {agent}")
+        _finish(out, root, agent)
     except KeelError as exc:
-        fail(exc)
+        fail(exc, as_json=as_json)
+
+
+def _finish(out: _Report, root: Path, agent: str | None) -> None:
+    if out.as_json:
+        print_json({"root": str(root), "agent": agent, **out.data})
 
 
 def _check_options(agent: str | None, *, remove: bool, local: bool, trust: bool) -> None:
@@ -151,84 +186,101 @@ def _check_options(agent: str | None, *, remove: bool, local: bool, trust: bool)
         raise UsageError("--trust and --remove do not go together", code="usage.trust")
 
 
-def _remove(root: Path, agent: str) -> None:
+def _remove(out: _Report, root: Path, agent: str) -> None:
     from keel.adapters.install import remove_hooks, settings_files
 
     removed = remove_hooks(root, agent)
+    out.data["removed"] = [str(p) for p in removed]
     for path in removed:
-        typer.echo(f"removed keel's {agent} hooks from {path}")
+        out.say(f"removed keel's {agent} hooks from {path}")
     if not removed:
         files = ", ".join(str(root / rel) for rel in settings_files(agent))
-        typer.echo(f"nothing to remove: keel's {agent} hooks are not registered in {files}")
+        out.say(f"nothing to remove: keel's {agent} hooks are not registered in {files}")
 
 
-def _report_rules(rules: object, agent: str, *, written: bool) -> None:
+def _report_rules(out: _Report, rules: object, agent: str, *, written: bool) -> None:
     from keel.adapters.permissions import TIERS, PermissionImport
     from keel.init import command_array
 
     assert isinstance(rules, PermissionImport)
     client = {"claude": "Claude Code", "codex": "Codex"}.get(agent, agent)
+    out.data["rules"] = {
+        "imported": written,
+        "translated": [
+            {"tier": r.tier, "pattern": r.pattern, "rule": r.rule, "source": r.source}
+            for r in rules.imported
+        ],
+        "skipped": [
+            {"tier": r.tier, "rule": r.rule, "source": r.source, "reason": r.reason}
+            for r in rules.skipped
+        ],
+    }
     if rules.imported and written:
-        typer.echo(f"imported {len(rules.imported)} of {client}'s permission rules into [policy]:")
+        out.say(f"imported {len(rules.imported)} of {client}'s permission rules into [policy]:")
         for rule in rules.imported:
-            typer.echo(
-                f"  {rule.tier:<5} {json.dumps(rule.pattern)}  <- {rule.rule} ({rule.source})"
-            )
+            out.say(f"  {rule.tier:<5} {json.dumps(rule.pattern)}  <- {rule.rule} ({rule.source})")
     elif rules.imported:
-        typer.echo(
+        out.say(
             f"keel.toml was kept, so {client}'s permission rules were not imported; "
             "add them to its [policy] yourself:"
         )
         for tier in TIERS:
             if rules.patterns(tier):
                 for line in command_array(tier, rules).splitlines():
-                    typer.echo(f"  {line}")
+                    out.say(f"  {line}")
     if rules.skipped:
-        typer.echo(f"not imported: {len(rules.skipped)} rule(s) keel cannot express as commands:")
+        out.say(f"not imported: {len(rules.skipped)} rule(s) keel cannot express as commands:")
         for skipped in rules.skipped:
-            typer.echo(f"  {skipped.tier:<5} {skipped.rule} ({skipped.source}): {skipped.reason}")
+            out.say(f"  {skipped.tier:<5} {skipped.rule} ({skipped.source}): {skipped.reason}")
     if agent == "claude" and any(r.tier in ("deny", "ask") for r in rules.imported):
-        typer.echo(DENY_RULES_NOTE)
+        out.say(DENY_RULES_NOTE)
 
 
-def _register(root: Path, agent: str | None) -> None:
+def _register(out: _Report, root: Path, agent: str | None) -> None:
     from keel.userstate import register_workspace
 
     try:
         register_workspace(str(root), agent)
     except OSError as exc:  # the workspace works; only `keel stop --all` will not reach it
-        typer.echo(f"warning: could not record {root} for `keel stop --all`: {exc}", err=True)
+        out.warn(f"warning: could not record {root} for `keel stop --all`: {exc}")
 
 
-def _codex_trust(root: Path, trust: bool) -> None:
+def _codex_trust(out: _Report, root: Path, trust: bool) -> None:
     from keel.adapters.codex_config import codex_config_path, hook_reviews, trust_project
     from keel.adapters.codex_config import project_trust as trust_of
 
     if trust:
         done = trust_project(root)
+        out.data["codex"] = {
+            "trusted": True,
+            "recorded": done.changed,
+            "config": str(done.config),
+            "sandbox_mode": done.sandbox_mode,
+        }
         if done.changed:
-            typer.echo(
-                f'recorded trust in {done.config}: [projects."{root}"] trust_level = "trusted"'
-            )
+            out.say(f'recorded trust in {done.config}: [projects."{root}"] trust_level = "trusted"')
         else:
-            typer.echo(f"Codex trusts this project already ({done.config})")
+            out.say(f"Codex trusts this project already ({done.config})")
         mode = done.sandbox_mode or "(not set)"
-        typer.echo(f"left Codex's own sandbox_mode as it was: {mode}")
+        out.say(f"left Codex's own sandbox_mode as it was: {mode}")
     else:
         try:
             level = trust_of(root)
         except KeelError as exc:  # the hooks are registered; only the check could not be made
-            typer.echo(f"WARNING: cannot tell whether Codex trusts {root}: {exc.message}", err=True)
+            out.data["codex"] = {"trusted": None}
+            out.warn(f"WARNING: cannot tell whether Codex trusts {root}: {exc.message}")
             return
+        out.data["codex"] = {"trusted": level == "trusted", "config": str(codex_config_path())}
         if level != "trusted":
-            typer.echo(
+            out.warn(
                 f"WARNING: Codex does not trust {root} ({codex_config_path()}), so it will NOT "
                 "run keel's hooks here and nothing is guarded. Run `keel init --agent codex "
-                "--trust` to record trust, or start codex here and trust the folder.",
-                err=True,
+                "--trust` to record trust, or start codex here and trust the folder."
             )
-    if not hook_reviews(root):
-        typer.echo(
+    reviewed = bool(hook_reviews(root))
+    out.data["codex"]["hooks_reviewed"] = reviewed
+    if not reviewed:
+        out.say(
             "Codex also runs project hooks only once they were reviewed: review them with "
             "/hooks in the Codex TUI; `codex exec` runs them unreviewed only with "
             "--dangerously-bypass-hook-trust."
