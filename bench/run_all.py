@@ -14,6 +14,7 @@ def main() -> int:
         if only and script.stem not in only:
             continue
         print(f"== {script.stem}", flush=True)
+        sys.argv = [str(script)]  # each script reads its own options, not run_all's
         runpy.run_path(str(script), run_name="__main__")
     return 0
 
