@@ -66,8 +66,12 @@ class FakeChat:
             self._server.server_close()
             self._server = None
 
+    def turn_index(self, body: dict[str, Any]) -> int:
+        """Which turn answers ``body``: the assistant messages its history holds."""
+        return sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
-        index = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+        index = self.turn_index(body)
         turn: Any = self.turns[index] if index < len(self.turns) else "done"
         if callable(turn):
             turn = turn(body)

@@ -189,11 +189,13 @@ def run_command(
 ) -> Outcome:
     """Run a shell command line: inside ``keel exec`` when ``contained``; exit code shown."""
     argv: list[str] = ["bash", "-c", command]
+    limit = timeout
     if contained:
         from keel.sandbox.contain import exec_argv
 
         argv = exec_argv(root, argv, timeout=timeout)
-    done = run_argv([*prefix, *argv], root, timeout + 5)
+        limit += 5  # ``keel exec`` enforces ``timeout`` itself; this only backs it up
+    done = run_argv([*prefix, *argv], root, limit)
     text = normalised(root, done.output)
     if done.exit_code == 124:
         return failed(f"timed out after {timeout:g} s", 124, text)

@@ -22,7 +22,7 @@ from keel.agent._context import State, Turn, build_request, summary_line
 from keel.agent._phases import Phases, Transition
 from keel.agent._repomap import build_map
 from keel.agent._tools import READ_TOOLS, TOOLS, WRITE_TOOLS, parse_arguments, to_call
-from keel.calls import ToolResult
+from keel.calls import ToolCall, ToolResult
 from keel.config import KeelConfig
 from keel.decision import Decision, Guidance
 from keel.errors import BudgetExceeded, KeelError
@@ -261,7 +261,7 @@ class Agent:
             use_id,
             self.session_id,
             "keel",
-            call,
+            self._as_ran(call),
         )
         guidance = self.guard.observe(result)
         for phase, why in self._then:
@@ -292,6 +292,20 @@ class Agent:
         if name == "ask_user":
             return self._question(turn, index, call, str(args["question"]), use_id)
         return self._finish(str(args.get("summary") or ""))
+
+    def _as_ran(self, call: ToolCall) -> ToolCall:
+        """``call`` as it ran: a contained command as its ``keel exec`` line.
+
+        The guard takes a shell command reported as written, where it must be contained, for
+        a client that ignored the rewrite, and denies every later one; keel's own agent
+        contains its commands itself (``tools.run_command``), so it reports the line it ran.
+        """
+        if call.kind != "exec" or not call.command or not self.guard.rewrite:
+            return call
+        from keel.guard import contained_command
+
+        line = contained_command(str(self.root), call.command, timeout=self.timeout)
+        return call.replace(command=line)
 
     def _read_or_run(self, name: str, args: dict[str, Any]) -> tools.Outcome:
         match name:

@@ -55,13 +55,18 @@ class LiveView(View):
         """Redraw."""
         from rich.panel import Panel
         from rich.table import Table
+        from rich.text import Text
 
         table = Table.grid(padding=(0, 1))
-        table.add_row("phase", progress.phase)
-        table.add_row("step", str(progress.step))
-        table.add_row("last call", progress.last_call or "-")
-        table.add_row("keel", progress.decision or "-")
-        table.add_row("guidance", progress.guidance or "-")
+        rows = (
+            ("phase", progress.phase),
+            ("step", str(progress.step)),
+            ("last call", progress.last_call),
+            ("keel", progress.decision),
+            ("guidance", progress.guidance),
+        )
+        for name, value in rows:  # as plain text: "[rule]" and the model's words are not markup
+            table.add_row(name, Text(value or "-"))
         self._live.update(Panel(table, title="keel run"), refresh=True)
 
     def close(self) -> None:

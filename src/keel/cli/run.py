@@ -23,6 +23,8 @@ from keel.cli._common import (
 from keel.errors import KeelError, UsageError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from keel.agent import View
 
 
@@ -81,7 +83,7 @@ def run(
                          _view(as_json))  # fmt: skip
     try:
         if resume is not None:
-            session = resolve_session_id(root, resume)
+            session = _session(root, resume)
             result = resume_run(root, session, answer or "", options)
         else:
             assert task is not None
@@ -102,6 +104,16 @@ def _check(task: str | None, resume: str | None, answer: str | None) -> None:
         raise UsageError("--resume needs --answer TEXT", code="usage.run")
     if resume is None and answer is not None:
         raise UsageError("--answer goes with --resume SESSION", code="usage.run")
+
+
+def _session(root: Path, given: str) -> str:
+    """The session ``--resume`` names; an unknown or ambiguous one is a usage error (exit 2)."""
+    try:
+        return resolve_session_id(root, given)
+    except KeelError as exc:
+        if exc.code.startswith("journal.session"):
+            raise UsageError(exc.message, code=exc.code) from exc
+        raise
 
 
 def _ask(question: str) -> str | None:
