@@ -17,8 +17,8 @@ from typing import Any
 
 from keel.errors import ModelError
 from keel.models._base import ModelInfo, StructuredMode
-from keel.models._openai import status_error
-from keel.models._redact import register_secret, safe_url, scrub_text
+from keel.models._redact import register_secret, safe_url
+from keel.models._sdkerrors import call_sdk
 from keel.models._types import ModelRequest, ModelResponse, ModelToolCall, Usage
 
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls",
@@ -77,29 +77,13 @@ class AnthropicModel:
     def complete(self, request: ModelRequest, *, timeout: float) -> ModelResponse:
         """One Messages call."""
         kwargs = messages_kwargs(request, self._info.model, self._info.structured)
-        anthropic = self._anthropic
-        try:
-            reply = self._client.messages.create(**kwargs, timeout=timeout)
-        except anthropic.APIStatusError as exc:
-            raise status_error(
-                self._info.name, exc.status_code, _server_message(exc), exc
-            ) from None
-        except anthropic.APITimeoutError:
-            raise ModelError(
-                f"{self._info.name}: no answer within {timeout:g} s",
-                code="model.timeout",
-                retryable=True,
-            ) from None
-        except anthropic.APIConnectionError as exc:
-            raise ModelError(
-                f"{self._info.name}: cannot reach {self._info.endpoint}: {scrub_text(str(exc))}",
-                code="model.connection",
-                retryable=True,
-            ) from None
-        except anthropic.AnthropicError as exc:
-            raise ModelError(
-                f"{self._info.name}: {scrub_text(str(exc))}", code="model.bad_response"
-            ) from None
+        reply = call_sdk(
+            self._anthropic,
+            "AnthropicError",
+            self._info,
+            timeout,
+            lambda: self._client.messages.create(**kwargs, timeout=timeout),
+        )
         return parse_message(reply)
 
 
@@ -198,12 +182,3 @@ def parse_message(reply: Any) -> ModelResponse:
         ),
         model=str(getattr(reply, "model", "") or ""),
     )
-
-
-def _server_message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        error = body.get("error")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        if isinstance(error, dict) and error.get("message"):  # pyright: ignore[reportUnknownMemberType]
-            return str(error["message"])  # pyright: ignore[reportUnknownArgumentType]
-    return str(getattr(exc, "message", "") or exc)

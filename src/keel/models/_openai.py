@@ -14,10 +14,9 @@ from typing import Any
 
 from keel.errors import ModelError
 from keel.models._base import ModelInfo, StructuredMode
-from keel.models._redact import register_secret, safe_url, scrub_text
+from keel.models._redact import register_secret, safe_url
+from keel.models._sdkerrors import call_sdk
 from keel.models._types import Message, ModelRequest, ModelResponse, ModelToolCall, Usage
-
-RETRY_STATUSES = frozenset({408, 409, 429})
 
 
 def _sdk() -> Any:
@@ -72,29 +71,13 @@ class OpenAIModel:
     def complete(self, request: ModelRequest, *, timeout: float) -> ModelResponse:
         """One Chat Completions call."""
         kwargs = chat_kwargs(request, self._info.model, self._info.structured)
-        openai = self._openai
-        try:
-            reply = self._client.chat.completions.create(**kwargs, timeout=timeout)
-        except openai.APIStatusError as exc:
-            raise status_error(
-                self._info.name, exc.status_code, _server_message(exc), exc
-            ) from None
-        except openai.APITimeoutError:
-            raise ModelError(
-                f"{self._info.name}: no answer within {timeout:g} s",
-                code="model.timeout",
-                retryable=True,
-            ) from None
-        except openai.APIConnectionError as exc:
-            raise ModelError(
-                f"{self._info.name}: cannot reach {self._info.endpoint}: {scrub_text(str(exc))}",
-                code="model.connection",
-                retryable=True,
-            ) from None
-        except openai.OpenAIError as exc:
-            raise ModelError(
-                f"{self._info.name}: {scrub_text(str(exc))}", code="model.bad_response"
-            ) from None
+        reply = call_sdk(
+            self._openai,
+            "OpenAIError",
+            self._info,
+            timeout,
+            lambda: self._client.chat.completions.create(**kwargs, timeout=timeout),
+        )
         return parse_chat(reply, self._info.name)
 
 
@@ -186,45 +169,3 @@ def _getter(reply: Any) -> Any:
     if isinstance(reply, dict):
         return lambda obj, key: obj.get(key) if isinstance(obj, dict) else None  # pyright: ignore[reportUnknownLambdaType, reportUnknownMemberType]
     return lambda obj, key: getattr(obj, key, None)
-
-
-def _server_message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        error = body.get("error", body)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        if isinstance(error, dict) and error.get("message"):  # pyright: ignore[reportUnknownMemberType]
-            return str(error["message"])  # pyright: ignore[reportUnknownArgumentType]
-        if isinstance(error, str):
-            return error
-    return str(getattr(exc, "message", "") or exc)
-
-
-def status_error(name: str, status: int, detail: str, exc: Any) -> ModelError:
-    """A ``ModelError`` for an HTTP error status: retryable for 408, 409, 429 and 5xx."""
-    retryable = status in RETRY_STATUSES or status >= 500
-    if status in (401, 403):
-        code, detail = "model.auth", "the API key was refused (check the key's variable)"
-    elif status == 429:
-        code = "model.rate_limited"
-    elif status >= 500:
-        code = "model.server_error"
-    else:
-        code = "model.rejected"
-    return ModelError(
-        f"{name}: HTTP {status}: {scrub_text(detail)[:500]}",
-        code=code,
-        retryable=retryable,
-        status=status,
-        retry_after=_retry_after(exc),
-    )
-
-
-def _retry_after(exc: Any) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    try:
-        return float(headers.get("retry-after"))
-    except (TypeError, ValueError):
-        return None
