@@ -139,6 +139,18 @@ def test_a_b_alternation_over_six_calls_asks_for_a_new_plan_openhands() -> None:
     assert results[5] is not None and results[5].level == "replan"
     assert results[5].detector == "alternation"
     assert m.state.replan is not None
+    assert "State a new plan (TodoWrite, ExitPlanMode, update_plan, write_todos)" in (
+        results[5].message
+    )
+
+
+def test_a_replan_names_the_planning_tools_this_session_has() -> None:
+    m = make('[monitor]\nplanning_tools = ["run_plan"]\n')
+    calls = [bash("cat a.py", 0), bash("cat b.py", 1)]
+    results = [ran(m, calls[i % 2], f"contents {i % 2}")[0] for i in range(6)]
+    assert results[5] is not None and results[5].level == "replan"
+    assert "State a new plan (run_plan)" in results[5].message
+    assert "TodoWrite" not in results[5].message
 
 
 def test_alternation_with_changing_results_is_fine() -> None:

@@ -19,6 +19,8 @@ from keel.decision import GUIDANCE_LEVELS, GUIDANCE_RANK, Guidance
 from keel.monitor._state import READ, Diagnostic
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from keel.decision import GuidanceLevel
     from keel.monitor._context import Context, Finding
     from keel.monitor._state import MonitorState
@@ -39,7 +41,7 @@ def climb(
         if rung is None:
             continue
         level, new = rung
-        text = _phrase(level, phase, message)
+        text = _phrase(level, phase, message, ctx.settings.planning_tools)
         if new:
             st.ladder[key] = [level, step]
             diagnostics.append(Diagnostic(step, detector, level, text, evidence))
@@ -84,7 +86,7 @@ def _rung(
     return (entry[0], False) if phase == "pre" else None
 
 
-def _phrase(level: GuidanceLevel, phase: Phase, message: str) -> str:
+def _phrase(level: GuidanceLevel, phase: Phase, message: str, planning_tools: Sequence[str]) -> str:
     match level:
         case "hint":
             return message
@@ -92,9 +94,12 @@ def _phrase(level: GuidanceLevel, phase: Phase, message: str) -> str:
             return f"keel denied this call. {message}" if phase == "pre" else message
         case "replan":
             denied = "keel denied this call. " if phase == "pre" else ""
+            # the tools that state a plan are configurable ([monitor] planning_tools), and
+            # `keel run` adds run_plan: name the ones this session can use
+            tools = ", ".join(planning_tools) or "a plan"
             return (
-                f"{denied}{message} State a new plan (TodoWrite, update_plan) before changing "
-                "anything else; reading is still allowed."
+                f"{denied}{message} State a new plan ({tools}) before changing anything else; "
+                "reading is still allowed."
             )
         case "stop":
             return f"keel has stopped this session. {message} End it now and tell the user why."
