@@ -38,7 +38,11 @@ bench: $(STAMP)
 MUTANTS_PATH = $(CURDIR)/mutants/src:$(CURDIR)/scripts:$(shell $(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
 mutate: $(STAMP)
 	mkdir -p mutants/src
-	PYTHONPATH=$(MUTANTS_PATH) $(BIN)/mutmut run --max-children $${MUTATE_JOBS:-2} > mutants/run.log 2>&1 \
+	# mutmut copies tests/ following symlinks, and fails copying onto a link it made before:
+	# start from no copy; scripts/mutmut_keel.py puts the links back (the patch corpus has some).
+	rm -rf mutants/tests
+	# Every keel subprocess imports the (large) mutated modules: let it cache their bytecode.
+	env -u PYTHONDONTWRITEBYTECODE PYTHONPATH=$(MUTANTS_PATH) $(BIN)/mutmut run --max-children $${MUTATE_JOBS:-2} > mutants/run.log 2>&1 \
 		|| { tail -n 40 mutants/run.log; exit 1; }
 	tr '\r' '\n' < mutants/run.log | grep -E 'mutations/second|done in' || true
 	$(BIN)/python scripts/mutation_score.py --survivors mutants/survivors.txt

@@ -4,7 +4,8 @@ Reads mutmut 3's per-file results (``mutants/**/*.py.meta``). A mutant counts as
 test failed on it, it timed out, or the type checker caught it (mutmut's own reading);
 skipped mutants are left out. The last line is exactly ``mutation score: K/N killed (P%)``.
 ``--survivors FILE`` writes every mutant that was not killed, one ``name<TAB>status`` a line,
-for tests/MUTATION.md.
+for tests/MUTATION.md. ``--by-module`` adds one score line per mutated module (mutants not
+checked yet, as in a run stopped or limited to some modules, are left out of those).
 """
 
 from __future__ import annotations
@@ -35,11 +36,33 @@ def results(root: Path) -> dict[str, int | None]:
     return out
 
 
+def module_of(mutant: str) -> str:
+    """``keel.policy._paths`` of ``keel.policy._paths.x_inside__mutmut_3`` (or a method's)."""
+    head, _, _ = mutant.partition("__mutmut_")
+    return head.rpartition(".")[0]
+
+
+def by_module(codes: dict[str, int | None]) -> list[str]:
+    """One ``module: K/N killed (P%)`` line per module, over the mutants that were checked."""
+    killed: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    for name, code in codes.items():
+        if code is None or status(code) == "skipped":
+            continue
+        total[module_of(name)] += 1
+        killed[module_of(name)] += code in KILLED
+    return [
+        f"  {m}: {killed[m]}/{total[m]} killed ({100.0 * killed[m] / total[m]:.1f}%)"
+        for m in sorted(total)
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the per-status counts, then the score line; 1 when there are no results."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--root", type=Path, default=Path("."))
     parser.add_argument("--survivors", type=Path, help="write the mutants not killed here")
+    parser.add_argument("--by-module", action="store_true", help="a score line per module")
     args = parser.parse_args(argv)
     codes = results(args.root)
     if not codes:
@@ -53,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.survivors:
         lines = [f"{k}\t{status(c)}" for k, c in sorted(codes.items()) if c not in KILLED]
         args.survivors.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    if args.by_module:
+        print("\n".join(by_module(codes)))
     percent = 100.0 * killed / total if total else 0.0
     print(f"mutation score: {killed}/{total} killed ({percent:.1f}%)")
     return 0

@@ -1,0 +1,149 @@
+"""Mutation-testing survivors of the policy core (issue 14, tests/MUTATION.md), killed in-process.
+
+``keel policy explain`` was only tested through a ``keel`` subprocess, which mutmut cannot map
+to the function it reaches; these tests ask the same things of the ``Policy`` directly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from keel.config import parse_config
+from keel.policy import Policy
+
+CONFIG = """\
+[policy]
+preset = "developer"
+allow = ["make lint"]
+ask = ["npm publish"]
+deny = ["git push --force"]
+network_allow = ["x.test"]
+unknown = "deny"
+unparseable = "ask"
+[scope]
+include = ["src/**"]
+exclude = ["src/vendor/**"]
+[[constraints]]
+id = "mig"
+text = "no migrations"
+protect = ["migrations/**"]
+forbid = ["alembic upgrade --head"]
+"""
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "a.py").write_text("x = 1\n")
+    return root
+
+
+@pytest.fixture
+def policy(ws: Path) -> Policy:
+    return Policy.from_config(parse_config(CONFIG), ws, source="keel.toml")
+
+
+def test_explain_names_every_part_of_the_policy(policy: Policy, ws: Path) -> None:
+    info = policy.explain()
+    assert list(info) == [
+        "preset", "root", "source", "contained", "default", "commands", "paths",
+        "network_allow", "constraints", "max_input_bytes",
+    ]  # fmt: skip
+    assert (info["preset"], info["root"], info["source"]) == ("developer", str(ws), "keel.toml")
+    assert info["contained"] is False
+    assert info["default"] == {"unknown": "deny", "unparseable": "ask"}
+    assert info["commands"]["config"] == {
+        "allow": ["make lint"], "ask": ["npm publish"], "deny": ["git push --force"],
+    }  # fmt: skip
+    preset = info["commands"]["preset"]
+    assert list(preset) == ["allow", "ask", "deny"]
+    assert "git status" in preset["allow"] and "ls" in preset["allow"]
+    assert info["commands"]["command_writes"] is True
+    paths = info["paths"]
+    assert list(paths) == [
+        "control", "protected", "read_outside", "secrets", "scope", "file_writes",
+    ]  # fmt: skip
+    assert "**/.git/config" in paths["control"] and "**/keel.toml" in paths["control"]
+    assert ".env" in paths["protected"]
+    assert "/usr/include/**" in paths["read_outside"]
+    assert "**/.env" in paths["secrets"]
+    assert paths["scope"] == {"include": ["src/**"], "exclude": ["src/vendor/**"]}
+    assert paths["file_writes"] is True
+    assert info["network_allow"][-1] == "x.test" and "pypi.org" in info["network_allow"]
+    assert info["constraints"] == [
+        {
+            "id": "mig",
+            "rule": "constraint.mig",
+            "text": "no migrations",
+            "protect": ["migrations/**"],
+            "forbid": ["alembic upgrade --head"],
+        }
+    ]
+    assert info["max_input_bytes"] == 1_000_000
+
+
+def test_explain_of_a_preset_without_a_file_has_no_source(ws: Path) -> None:
+    info = Policy.for_preset("strict", ws, contained=True).explain()
+    assert info["source"] is None and info["contained"] is True
+    assert info["preset"] == "strict"
+
+
+def test_in_scope_needs_both_the_written_and_the_real_path_inside(
+    policy: Policy, ws: Path, tmp_path: Path
+) -> None:
+    assert policy.in_scope("src/a.py") and policy.in_scope(str(ws / "src" / "new.py"))
+    for outside in ("docs/x.md", "src/vendor/lib.py", "../x", "", "  ", "src/\x00a"):
+        assert not policy.in_scope(outside), outside
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (ws / "src" / "out").symlink_to(elsewhere)
+    assert not policy.in_scope("src/out/x.py")
+
+
+def test_in_scope_expands_the_home_of_the_policy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    root = home / "ws"
+    (root / "src").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    policy = Policy.from_config(parse_config('[scope]\ninclude = ["src/**"]\n'), root)
+    assert policy.in_scope("~/ws/src/a.py")
+    assert not policy.in_scope("~/other/src/a.py")
+
+
+READ_ONLY = [
+    "", "   ", "cat a.txt", "< a.txt", "sed -n 1,5p a.txt", "cat $X", "env cat a.txt",
+    "time cat a.txt", "nice cat a.txt", "cd src", ": x", "tree", "sort a.txt", "uniq a.txt",
+    "uniq -f 1 a.txt", "cat a.txt 2>&1", "cat a.txt >&2", "cat a.txt >&-",
+    "cat a.txt > /dev/null", "git branch", "git branch -a", "find . -name x", "rg x", "fd x",
+    "ls -la", "git log", "grep -r x .",
+]  # fmt: skip
+NOT_READ_ONLY = [
+    "sed 1,5p a.txt", "sed -n -e 1p a.txt", "sed -n 's/a/b/p' a.txt", "./x.sh",
+    "/bin/cat a.txt", "bin/cat a.txt", "$X a.txt", "FOO=1 cat a.txt", "xargs cat",
+    "sudo cat a", "tree -o out.txt", "sort -o out.txt a.txt", "sort --output=o a",
+    "uniq a.txt out.txt", "cat a.txt >& out.txt", "cat a.txt > 1", "cat a.txt > out.txt",
+    "git branch -d x", "git branch -D x", "awk 1 a", "find . -delete", "rg --pre cat x",
+    "python3 -c 'print(1)'", "tee out.txt", "cat a\x00b", "cat a.txt | tee x",
+    "git log --output=x", "find . -exec rm {} +", "cp a b", "fd -x rm", "echo $(touch x)",
+]  # fmt: skip
+
+
+def test_is_read_only_exactly(policy: Policy) -> None:
+    assert [line for line in READ_ONLY if not policy.is_read_only(line)] == []
+    assert [line for line in NOT_READ_ONLY if policy.is_read_only(line)] == []
+
+
+def test_client_rule_syntax_is_recognised_with_spaces_around_it() -> None:
+    from keel.policy._core import split_pattern
+
+    assert split_pattern("Bash(ls) ") == ("ls", "$")
+    assert split_pattern("Bash(npm test:*)") == ("npm", "test")
+    assert split_pattern("mcp__srv__tool") == ("mcp__srv__tool",)
+    for rule in ("bash(ls)", "mcp__x__y(z) ", "Read(./x)"):
+        with pytest.raises(ValueError):
+            split_pattern(rule)

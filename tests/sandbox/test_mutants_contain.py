@@ -1,0 +1,31 @@
+"""Mutation-testing survivors of ``keel.sandbox.contain`` (issue 14, tests/MUTATION.md).
+
+``exec_backend`` reads the cached bwrap verdict unless asked to refresh it, for the backend
+asked for: a cached verdict that bwrap fails must give the same answer as ``keel exec``.
+"""
+
+from __future__ import annotations
+
+import marshal
+from pathlib import Path
+
+from keel.sandbox._exec_select import CACHE_NAME, _key
+from keel.sandbox.contain import exec_backend
+
+
+def _cache_a_failing_bwrap(state: Path) -> None:
+    (state / "cache").mkdir(parents=True)
+    verdict = {"ok": False, "path": None, "reason": "cached: no user namespaces"}
+    verdict["key"] = _key(None)
+    (state / "cache" / CACHE_NAME).write_bytes(marshal.dumps(verdict))
+
+
+def test_the_cached_verdict_is_used_unless_refreshed(tmp_path: Path) -> None:
+    _cache_a_failing_bwrap(tmp_path)
+    name, reason = exec_backend("bwrap", state_dir=str(tmp_path))
+    assert (name, reason) == (None, "bwrap cannot run here: cached: no user namespaces")
+    name, reason = exec_backend(state_dir=str(tmp_path))  # auto: falls back from bwrap
+    assert name != "bwrap" and "cached: no user namespaces" in reason
+    fresh_name, fresh_reason = exec_backend("bwrap", refresh=True, state_dir=str(tmp_path))
+    assert "cached" not in fresh_reason
+    assert exec_backend("bwrap", state_dir=str(tmp_path)) == (fresh_name, fresh_reason)
