@@ -73,7 +73,7 @@ def split_pattern(pattern: str) -> Pattern:
     """
     import shlex
 
-    if pattern.endswith(")") or pattern[:1].isupper() or pattern.startswith("mcp__"):
+    if pattern.rstrip().endswith(")"):  # only the Tool(specifier) form is a client rule
         from keel.policy._clientrules import client_rule_pattern, looks_like_client_rule
 
         if looks_like_client_rule(pattern):
