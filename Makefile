@@ -42,10 +42,11 @@ mutate: $(STAMP)
 	# start from no copy; scripts/mutmut_keel.py puts the links back (the patch corpus has some).
 	rm -rf mutants/tests
 	# Every keel subprocess imports the (large) mutated modules: let it cache their bytecode.
-	env -u PYTHONDONTWRITEBYTECODE PYTHONPATH=$(MUTANTS_PATH) $(BIN)/mutmut run --max-children $${MUTATE_JOBS:-2} > mutants/run.log 2>&1 \
+	env -u PYTHONDONTWRITEBYTECODE PYTHONPATH=$(MUTANTS_PATH) $(BIN)/python scripts/mutmut_run.py run --max-children $${MUTATE_JOBS:-2} > mutants/run.log 2>&1 \
 		|| { tail -n 40 mutants/run.log; exit 1; }
 	tr '\r' '\n' < mutants/run.log | grep -E 'mutations/second|done in' || true
-	$(BIN)/python scripts/mutation_score.py --survivors mutants/survivors.txt
+	$(BIN)/python scripts/mutation_score.py --survivors mutants/survivors.txt \
+		--report tests/MUTATION.md --explained tests/mutation-equivalent.tsv
 
 clean:
 	rm -rf $(VENV) .pytest_cache build dist

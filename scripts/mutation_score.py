@@ -6,6 +6,12 @@ skipped mutants are left out. The last line is exactly ``mutation score: K/N kil
 ``--survivors FILE`` writes every mutant that was not killed, one ``name<TAB>status`` a line,
 for tests/MUTATION.md. ``--by-module`` adds one score line per mutated module (mutants not
 checked yet, as in a run stopped or limited to some modules, are left out of those).
+
+``--report tests/MUTATION.md --explained tests/mutation-equivalent.tsv`` rewrites the block
+between ``<!-- mutation report -->`` and ``<!-- end mutation report -->`` in the report: the
+score, the score per module, and every survivor with its reason from the explained file
+(``name<TAB>reason`` a line, written by hand after reading ``mutmut show name``). A survivor
+with no reason there is listed as **not explained**: kill it with a test or explain it.
 """
 
 from __future__ import annotations
@@ -57,12 +63,70 @@ def by_module(codes: dict[str, int | None]) -> list[str]:
     ]
 
 
+BEGIN = "<!-- mutation report -->"
+END = "<!-- end mutation report -->"
+
+
+def load_explained(path: Path) -> dict[str, str]:
+    """``name -> reason`` from a ``name<TAB>reason`` file (``#`` lines and blanks skipped)."""
+    out: dict[str, str] = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, tab, reason = line.partition("\t")
+        if not tab or not reason.strip():
+            raise SystemExit(f"{path}:{number}: expected 'name<TAB>reason', got {line!r}")
+        out[name.strip()] = reason.strip()
+    return out
+
+
+def report_block(codes: dict[str, int | None], explained: dict[str, str]) -> str:
+    """The generated part of tests/MUTATION.md (see the module docstring)."""
+    counted = {k: c for k, c in codes.items() if status(c) != "skipped"}
+    killed = sum(1 for c in counted.values() if c in KILLED)
+    caught = sum(1 for c in counted.values() if c == 37)
+    survivors = sorted(k for k, c in counted.items() if c not in KILLED)
+    missing = [k for k in survivors if k not in explained]
+    percent = 100.0 * killed / len(counted) if counted else 0.0
+    lines = [
+        BEGIN,
+        "",
+        f"mutation score: {killed}/{len(counted)} killed ({percent:.1f}%)",
+        "",
+        f"- caught by the type check (pyright): {caught}; killed by a test or a timeout: "
+        f"{killed - caught}; not killed: {len(survivors)}, of which explained: "
+        f"{len(survivors) - len(missing)}, **not explained: {len(missing)}**.",
+        "",
+        "| module | killed / mutants |",
+        "|---|---|",
+    ]
+    lines += [f"| {line.strip().replace(': ', ' | ', 1)} |" for line in by_module(counted)]
+    lines += ["", "### Survivors", ""]
+    for name in survivors:
+        why = explained.get(name, "**not explained**")
+        lines.append(f"- `{name}` ({status(counted[name])}): {why}")
+    lines += ["", END]
+    return "\n".join(lines)
+
+
+def write_report(path: Path, block: str) -> None:
+    """Replace the generated block of ``path`` (or append one) with ``block``."""
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    head, begin, rest = text.partition(BEGIN)
+    _, end, tail = rest.partition(END)
+    if not begin or not end:
+        head, tail = text.rstrip("\n") + "\n\n", "\n"
+    path.write_text(head + block + tail, encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the per-status counts, then the score line; 1 when there are no results."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--root", type=Path, default=Path("."))
     parser.add_argument("--survivors", type=Path, help="write the mutants not killed here")
     parser.add_argument("--by-module", action="store_true", help="a score line per module")
+    parser.add_argument("--report", type=Path, help="rewrite the generated block of this file")
+    parser.add_argument("--explained", type=Path, help="name<TAB>reason of equivalent mutants")
     args = parser.parse_args(argv)
     codes = results(args.root)
     if not codes:
@@ -78,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
         args.survivors.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
     if args.by_module:
         print("\n".join(by_module(codes)))
+    if args.report:
+        explained = load_explained(args.explained) if args.explained else {}
+        write_report(args.report, report_block(codes, explained))
     percent = 100.0 * killed / total if total else 0.0
     print(f"mutation score: {killed}/{total} killed ({percent:.1f}%)")
     return 0

@@ -26,6 +26,22 @@ def skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
+def pytest_make_parametrize_id(config: pytest.Config, val: object, argname: str) -> str | None:
+    """Keep "::" out of generated test ids: pytest splits a node id on it."""
+    text = val.decode("ascii", "backslashreplace") if isinstance(val, bytes) else val
+    if isinstance(text, str) and "::" in text:
+        return text.replace("::", ": :")
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test must be addressable by its node id (``make mutate`` runs tests by id)."""
+    for item in items:
+        _, _, params = item.nodeid.partition("[")
+        if "::" in params:
+            raise pytest.UsageError(f"test id {item.nodeid!r} has '::' in its parameters")
+
+
 @pytest.fixture
 def shared_data() -> Path:
     """../shared/data, or a skip (a failure in CI) when it is absent."""

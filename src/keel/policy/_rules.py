@@ -234,21 +234,30 @@ def match_args(name: str, args: list[str | None]) -> list[str | None]:
     return out
 
 
-def positional(args: list[str | None], with_arg: frozenset[str] = frozenset()) -> list[str | None]:
-    """Arguments that are not options (everything after ``--`` counts)."""
+def positional(
+    args: list[str | None],
+    with_arg: frozenset[str] = frozenset(),
+    with_two: frozenset[str] = frozenset(),
+) -> list[str | None]:
+    """Arguments that are not options (everything after ``--`` counts).
+
+    ``with_arg`` options take the next argument, ``with_two`` the next two (``jq --arg N V``).
+    """
     out: list[str | None] = []
-    skip = False
+    skip = 0
     rest = False
     for a in args:
         if skip:
-            skip = False
+            skip -= 1
             continue
         if rest or a is None or not a.startswith("-") or a == "-":
             out.append(a)
         elif a == "--":
             rest = True
+        elif a in with_two:
+            skip = 2
         elif a in with_arg:
-            skip = True
+            skip = 1
     return out
 
 
@@ -470,7 +479,7 @@ def _system_risks(
 
 
 def is_recursive_delete(name: str, args: list[str | None]) -> bool:
-    """``rm -r``/``-R``/``--recursive`` (or ``rmdir -p``)."""
+    """``rm -r``/``-R``/``--recursive``."""
     if name != "rm":
         return False
     flags = short_flags(args)
@@ -481,9 +490,11 @@ def reads(name: str, args: list[str | None]) -> list[str | None]:
     """Arguments read as files; other path-looking arguments are judged by the engine."""
     if name in PATTERN_FIRST:
         values = _VALUE_OPTIONS.get(name, _DEFAULT_VALUES) | {"-e", "-f", "--regexp", "--file"}
-        pos = positional(args, values)
+        pairs = _VALUE_PAIRS.get(name, frozenset())
+        pos = positional(args, values, pairs)
         explicit = any(a in ("-e", "-f", "--regexp", "--file") for a in args)
         files = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-f", "--file")]
+        files += [args[i + 2] for i, a in enumerate(args[:-2]) if a in _PAIR_FILES & pairs]
         return files + (pos if explicit else pos[1:])
     if name in READERS:
         return positional(args, _READER_VALUES.get(name, frozenset()))
@@ -513,7 +524,7 @@ def writes(name: str, args: list[str | None]) -> list[str | None]:
         case "tee":
             return pos(args)
         case "rm" | "rmdir" | "unlink" | "shred" | "touch" | "mkdir" | "truncate":
-            return pos(args, frozenset({"-m", "-s", "-d", "-t", "-r", "--mode", "--size"}))
+            return pos(args, _WRITER_VALUES.get(name, frozenset()))
         case "mv":
             return pos(args, frozenset({"-t", "-S", "--suffix"})) + _target_dir(args)
         case "cp" | "install" | "ln" | "rsync" | "scp":
@@ -793,13 +804,26 @@ _VALUE_OPTIONS: dict[str, frozenset[str]] = {
                      "--sortr", "--ignore-file", "--max-depth", "--pre", "--pre-glob"}),
     "awk": frozenset({"-v", "-F", "-f"}),
     "sed": frozenset({"-l"}),
-    "jq": frozenset({"--indent", "-L", "--arg", "--argjson", "--slurpfile", "--rawfile"}),
+    "jq": frozenset({"--indent", "-L"}),
     "git": frozenset({"-m", "-A", "-B", "-C", "--max-depth", "--threads", "--max-count"}),
 }  # fmt: skip
 _VALUE_OPTIONS["egrep"] = _VALUE_OPTIONS["fgrep"] = _VALUE_OPTIONS["zgrep"] = _VALUE_OPTIONS["grep"]
 for _awk in ("gawk", "mawk", "nawk"):
     _VALUE_OPTIONS[_awk] = _VALUE_OPTIONS["awk"]
 _DEFAULT_VALUES = frozenset({"-m", "-A", "-B", "-C", "-e", "-f"})
+# Options that take two values (``jq --rawfile NAME FILE``); the FILE of some is read.
+_VALUE_PAIRS: dict[str, frozenset[str]] = {
+    "jq": frozenset({"--arg", "--argjson", "--slurpfile", "--rawfile"}),
+}
+_PAIR_FILES = frozenset({"--slurpfile", "--rawfile"})
+# Options of the file-writing commands whose next argument is a value, not a file written;
+# per command: ``rm -r a b`` deletes a (``-r`` is a flag), ``touch -r ref b`` does not write ref.
+_WRITER_VALUES: dict[str, frozenset[str]] = {
+    "shred": frozenset({"-n", "-s", "--iterations", "--size", "--random-source"}),
+    "touch": frozenset({"-d", "-t", "-r", "--date", "--reference"}),
+    "mkdir": frozenset({"-m", "--mode"}),
+    "truncate": frozenset({"-s", "-r", "--size", "--reference"}),
+}
 # Options of the READERS whose next argument is a value, not a file; per command, since one
 # command's value option is another's flag (``head -c 5 f``, but ``cat -n f``, ``wc -c f``).
 # An option missing here only costs a check of its value as a path; one too many would skip
@@ -829,12 +853,13 @@ def _pattern_first(args: list[str | None], offset: int, name: str = "grep") -> s
     if explicit or any(a in ("-f", "--file") for a in args):
         return explicit
     values = _VALUE_OPTIONS.get(name, _DEFAULT_VALUES)
-    skip = False
+    pairs = _VALUE_PAIRS.get(name, frozenset())
+    skip = 0
     for i, a in enumerate(args):
         if skip:
-            skip = False
+            skip -= 1
         elif a is not None and a.startswith("-") and a != "-":
-            skip = a in values
+            skip = 2 if a in pairs else int(a in values)
         else:
             return {offset + i}
     return set()
@@ -978,7 +1003,8 @@ def _package_hosts(name: str, args: list[str | None]) -> list[str | None]:
             m = re.search(r"[A-Za-z][A-Za-z0-9+.\-]*://\S*", w)
             out.extend((url_host_ports(m.group(0)) or (BAD,)) if m else (BAD,))
     if words[:1] and words[0] in ("install", "download", "i", "add", "ci", "sync") and not explicit:
-        out.extend(("registry.npmjs.org",) if name in ("npm", "yarn", "pnpm") else ("pypi.org",))
+        npm_like = name in ("npm", "yarn", "pnpm", "bun")
+        out.extend(("registry.npmjs.org",) if npm_like else ("pypi.org",))
     return out
 
 

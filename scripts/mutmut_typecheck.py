@@ -1,0 +1,117 @@
+"""``make mutate``'s type check (mutmut's ``type_check_command``): pyright on the mutants.
+
+keel's CI runs pyright, so a mutant pyright rejects could never land: mutmut counts it as
+caught and runs no test for it. Run from ``mutants/``; prints pyright's JSON report with only
+the errors the mutation itself made:
+
+- an error outside a mutant's copy of a function is dropped (mutmut would stop on it);
+- an error the unmutated copy (``__mutmut_orig``) has too, at the same place in the function,
+  is dropped. Every copy of a method sits in the class, so a mutant that assigns ``None`` to
+  an attribute widens that attribute's type for every other copy; such an error is not the
+  other copies' doing, and counting it would be a false kill.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import tomllib
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+MARK = "__mutmut_"
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One copy of a function in a mutated file: the original or a mutant."""
+
+    base: str
+    suffix: str
+    start: int
+    end: int
+
+
+def copies(source: str) -> list[Copy]:
+    """Every function copy mutmut wrote into ``source``, with its 1-based line span.
+
+    ``ast`` (C parser): libcst, which mutmut uses, takes minutes on the 20,000-line files.
+    """
+    found: list[Copy] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            base, mark, suffix = node.name.rpartition(MARK)
+            if mark:
+                found.append(Copy(base, suffix, node.lineno, node.end_lineno or node.lineno))
+    return sorted(found, key=lambda c: c.start)
+
+
+def _key(diagnostic: dict, copy: Copy) -> tuple[str, int]:
+    return diagnostic["message"], diagnostic["range"]["start"]["line"] + 1 - copy.start
+
+
+def own_errors(diagnostics: list[dict], spans: list[Copy]) -> list[dict]:
+    """The diagnostics of one file that a mutant caused itself (see the module docstring)."""
+    placed: list[tuple[dict, Copy]] = []
+    for diagnostic in diagnostics:
+        line = diagnostic["range"]["start"]["line"] + 1
+        copy = next((c for c in spans if c.start <= line <= c.end), None)
+        if copy is not None:
+            placed.append((diagnostic, copy))
+    baseline: dict[str, set[tuple[str, int]]] = defaultdict(set)
+    for diagnostic, copy in placed:
+        if copy.suffix == "orig":
+            baseline[copy.base].add(_key(diagnostic, copy))
+    return [d for d, c in placed if c.suffix != "orig" and _key(d, c) not in baseline[c.base]]
+
+
+def mutated_files(pyproject: Path) -> list[str]:
+    """``[tool.mutmut] only_mutate`` of ``pyproject``."""
+    data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    return list(data["tool"]["mutmut"]["only_mutate"])
+
+
+def run_pyright(files: list[str], venv: Path) -> list[dict]:
+    """Pyright's diagnostics for ``files`` (cwd ``mutants/``), imports from ``venv``."""
+    config = {
+        "include": files,
+        "pythonVersion": "3.11",
+        "typeCheckingMode": "standard",
+        "venvPath": str(venv.parent),
+        "venv": venv.name,
+    }
+    Path("pyrightconfig.json").write_text(json.dumps(config), encoding="utf-8")
+    done = subprocess.run(
+        [str(venv / "bin" / "pyright"), "--outputjson", "--threads"], capture_output=True, text=True
+    )
+    report = json.loads(done.stdout)
+    return [d for d in report["generalDiagnostics"] if d["severity"] == "error"]
+
+
+def caught() -> list[tuple[dict, Copy]]:
+    """Each error a mutation made, with the mutant copy it is in (cwd ``mutants/``)."""
+    root = Path.cwd().parent
+    files = mutated_files(root / "pyproject.toml")
+    by_file: dict[str, list[dict]] = defaultdict(list)
+    for diagnostic in run_pyright(files, root / ".venv"):
+        by_file[diagnostic["file"]].append(diagnostic)
+    found: list[tuple[dict, Copy]] = []
+    for path, diagnostics in sorted(by_file.items()):
+        spans = copies(Path(path).read_text(encoding="utf-8"))
+        for diagnostic in own_errors(diagnostics, spans):
+            line = diagnostic["range"]["start"]["line"] + 1
+            found.append((diagnostic, next(c for c in spans if c.start <= line <= c.end)))
+    return found
+
+
+def main() -> int:
+    """Print the filtered report as pyright's JSON; mutmut maps each error to its mutant."""
+    json.dump({"generalDiagnostics": [d for d, _ in caught()]}, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

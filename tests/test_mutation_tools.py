@@ -1,0 +1,134 @@
+"""The pieces of ``make mutate`` that decide what counts: test narrowing and the type check."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def _load(name: str) -> ModuleType:
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_mutant_runs_its_own_areas_tests_first_fastest_first() -> None:
+    narrow = _load("mutmut_keel").narrow
+    tests = [
+        "tests/plan/test_plan_engine.py::test_slow",
+        "tests/adapters/test_x.py::test_a",
+        "tests/policy/test_b.py::test_slow",
+        "tests/policy/test_b.py::test_fast",
+        "tests/test_guard.py::test_g",
+    ]
+    took = {tests[0]: 2.5, tests[1]: 0.01, tests[2]: 0.3, tests[3]: 0.001, tests[4]: 0.2}
+    assert narrow("keel.policy._shell.x_split__mutmut_3", tests, took) == [
+        "tests/policy/test_b.py::test_fast",
+        "tests/policy/test_b.py::test_slow",
+        "tests/test_guard.py::test_g",
+        "tests/adapters/test_x.py::test_a",
+    ]
+
+
+def test_narrowing_never_leaves_a_mutant_without_tests() -> None:
+    narrow = _load("mutmut_keel").narrow
+    only_elsewhere = ["tests/plan/test_plan_engine.py::test_slow"]
+    assert narrow("keel.policy._paths.x_f__mutmut_1", only_elsewhere, {}) == only_elsewhere
+    assert narrow("keel.unlisted.x_f__mutmut_1", only_elsewhere, {}) == only_elsewhere
+
+
+def test_the_mutant_tests_are_rewritten_in_place_and_options_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plugin = _load("mutmut_keel")
+    args = ["-x", "-q", "tests/plan/test_p.py::test_a", "tests/plan/test_q.py::test_b"]
+    monkeypatch.setattr(plugin, "_durations", {"tests/plan/test_p.py::test_a": 1.0})
+    monkeypatch.setenv("MUTANT_UNDER_TEST", "keel.plan._engine.x_run__mutmut_2")
+    try:
+        plugin.pytest_load_initial_conftests(None, None, args)
+    finally:
+        import gc
+
+        gc.unfreeze()
+    assert args == ["-x", "-q", "tests/plan/test_q.py::test_b", "tests/plan/test_p.py::test_a"]
+    monkeypatch.setenv("MUTANT_UNDER_TEST", "stats")
+    before = list(args)
+    plugin.pytest_load_initial_conftests(None, None, args)
+    assert args == before
+
+
+def _diagnostic(line: int, message: str) -> dict[str, object]:
+    return {"message": message, "range": {"start": {"line": line - 1, "character": 0}}}
+
+
+def test_the_type_check_keeps_only_errors_the_mutation_made() -> None:
+    typecheck = _load("mutmut_typecheck")
+    source = (
+        "class C:\n"
+        "    def xǁCǁf__mutmut_orig(self):\n"
+        "        return self.a.b\n"
+        "    def xǁCǁf__mutmut_1(self):\n"
+        "        return self.a.b\n"
+        "    def xǁCǁf__mutmut_2(self):\n"
+        "        return None.b\n"
+        "x = 1\n"
+    )
+    spans = typecheck.copies(source)
+    assert [(c.suffix, c.start, c.end) for c in spans] == [("orig", 2, 3), ("1", 4, 5), ("2", 6, 7)]
+    leaked = 'Cannot access attribute "b" for class "None"'
+    errors = [
+        _diagnostic(3, leaked),  # the original has it too: another mutant widened `a`
+        _diagnostic(5, leaked),  # so mutant 1 is not caught by it
+        _diagnostic(7, "Cannot access attribute b of None literal"),  # mutant 2's own
+        _diagnostic(8, "outside every copy"),
+    ]
+    kept = typecheck.own_errors(errors, spans)
+    assert kept == [errors[2]]
+
+
+def test_the_report_lists_every_survivor_with_its_reason_or_says_it_has_none(
+    tmp_path: Path,
+) -> None:
+    score = _load("mutation_score")
+    codes = {
+        "keel.a.x_f__mutmut_1": 1,
+        "keel.a.x_f__mutmut_2": 37,
+        "keel.a.x_f__mutmut_3": 0,
+        "keel.b.x_g__mutmut_1": 0,
+        "keel.b.x_g__mutmut_2": 34,
+    }
+    explained = tmp_path / "eq.tsv"
+    explained.write_text("# name<TAB>reason\n\nkeel.a.x_f__mutmut_3\tsame codec\n")
+    report = tmp_path / "MUTATION.md"
+    report.write_text("# Mutation testing\n\nprose\n\n<!-- mutation report -->\nold\n"
+                      "<!-- end mutation report -->\n\nmore prose\n")  # fmt: skip
+    score.write_report(report, score.report_block(codes, score.load_explained(explained)))
+    text = report.read_text()
+    assert text.startswith("# Mutation testing\n\nprose\n\n<!-- mutation report -->\n")
+    assert text.endswith("<!-- end mutation report -->\n\nmore prose\n")
+    assert "old" not in text
+    assert "mutation score: 2/4 killed (50.0%)" in text
+    assert "caught by the type check (pyright): 1; killed by a test or a timeout: 1" in text
+    assert "- `keel.a.x_f__mutmut_3` (survived): same codec" in text
+    assert "- `keel.b.x_g__mutmut_1` (survived): **not explained**" in text
+    assert "**not explained: 1**" in text
+    assert "| keel.a | 2/3 killed (66.7%) |" in text
+
+
+def test_an_explained_line_without_a_reason_is_refused(tmp_path: Path) -> None:
+    score = _load("mutation_score")
+    bad = tmp_path / "eq.tsv"
+    bad.write_text("keel.a.x_f__mutmut_3 no tab here\n")
+    with pytest.raises(SystemExit, match=r"eq.tsv:1: expected 'name<TAB>reason'"):
+        score.load_explained(bad)
