@@ -10,16 +10,20 @@ checked yet, as in a run stopped or limited to some modules, are left out of tho
 ``--report tests/MUTATION.md --explained tests/mutation-equivalent.tsv`` rewrites the block
 between ``<!-- mutation report -->`` and ``<!-- end mutation report -->`` in the report: the
 score, the score per module, and every survivor with its reason from the explained file
-(``name<TAB>reason`` a line, written by hand after reading ``mutmut show name``). A survivor
-with no reason there is listed as **not explained**: kill it with a test or explain it.
+(``name<TAB>mutated line<TAB>reason`` a line, written by hand after reading ``mutmut show
+name``). A survivor with no reason there, or whose mutated line is no longer the recorded one
+(its function changed, so mutmut numbered its mutants anew), is listed as **not explained**:
+kill it with a test or explain it.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import sys
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 KILLED = {1: "killed", 3: "killed", 36: "timeout", 24: "timeout", -24: "timeout",
@@ -67,26 +71,86 @@ BEGIN = "<!-- mutation report -->"
 END = "<!-- end mutation report -->"
 
 
-def load_explained(path: Path) -> dict[str, str]:
-    """``name -> reason`` from a ``name<TAB>reason`` file (``#`` lines and blanks skipped)."""
-    out: dict[str, str] = {}
+@dataclass(frozen=True)
+class Explained:
+    """Why a mutant survives, and the line it mutates (to notice when it no longer does)."""
+
+    reason: str
+    line: str = ""
+
+
+def load_explained(path: Path) -> dict[str, Explained]:
+    """``name -> Explained`` from ``name<TAB>mutated line<TAB>reason`` lines.
+
+    ``#`` lines and blanks are skipped; the mutated line may be empty (not checked).
+    """
+    out: dict[str, Explained] = {}
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip() or line.startswith("#"):
             continue
-        name, tab, reason = line.partition("\t")
-        if not tab or not reason.strip():
-            raise SystemExit(f"{path}:{number}: expected 'name<TAB>reason', got {line!r}")
-        out[name.strip()] = reason.strip()
+        fields = line.split("\t")
+        if len(fields) != 3 or not fields[0].strip() or not fields[2].strip():
+            raise SystemExit(
+                f"{path}:{number}: expected 'name<TAB>mutated line<TAB>reason', got {line!r}"
+            )
+        out[fields[0].strip()] = Explained(fields[2].strip(), fields[1].strip())
     return out
 
 
-def report_block(codes: dict[str, int | None], explained: dict[str, str]) -> str:
-    """The generated part of tests/MUTATION.md (see the module docstring)."""
+def mutated_line(root: Path, name: str, _trees: dict[Path, tuple[list[str], dict]] = {}) -> str:  # noqa: B006
+    """The first line of mutant ``name`` that differs from the original, stripped ("" if none).
+
+    Read from ``root``/mutants/src, where mutmut writes every mutant as a copy of its function
+    (``x_f__mutmut_3`` beside ``x_f__mutmut_orig``).
+    """
+    module, _, function = name.rpartition(".x")
+    path = root / "mutants" / "src" / (module.replace(".", "/") + ".py")
+    if not path.is_file():
+        path = path.with_suffix("") / "__init__.py"
+    if path not in _trees:
+        source = path.read_text(encoding="utf-8")
+        spans = {
+            n.name: (n.lineno, n.end_lineno or n.lineno)
+            for n in ast.walk(ast.parse(source))
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and "__mutmut_" in n.name
+        }
+        _trees[path] = (source.splitlines(), spans)
+    lines, spans = _trees[path]
+    mine = "x" + function
+    orig = mine.rpartition("__mutmut_")[0] + "__mutmut_orig"
+    if mine not in spans or orig not in spans:
+        return ""
+    (a0, a1), (b0, b1) = spans[orig], spans[mine]
+    for old, new in zip(lines[a0:a1], lines[b0:b1], strict=False):
+        if old != new:
+            return new.strip()
+    if a1 - a0 > b1 - b0:  # the mutant removed the original's last lines
+        return "- " + lines[a0 + b1 - b0].strip()
+    return ""
+
+
+def report_block(
+    codes: dict[str, int | None], explained: dict[str, Explained], root: Path | None = None
+) -> str:
+    """The generated part of tests/MUTATION.md (see the module docstring).
+
+    With ``root``, an explanation whose recorded line is not the mutant's line any more (the
+    function changed and mutmut numbered its mutants anew) is reported as stale.
+    """
     counted = {k: c for k, c in codes.items() if status(c) != "skipped"}
     killed = sum(1 for c in counted.values() if c in KILLED)
     caught = sum(1 for c in counted.values() if c == 37)
     survivors = sorted(k for k, c in counted.items() if c not in KILLED)
-    missing = [k for k in survivors if k not in explained]
+    reasons: dict[str, str] = {}
+    for name in survivors:
+        known = explained.get(name)
+        now = mutated_line(root, name) if root and known and known.line else ""
+        if known is None:
+            continue
+        if known.line and now and now != known.line:
+            continue  # stale: written for another mutation of this function
+        reasons[name] = known.reason
+    missing = [k for k in survivors if k not in reasons]
     percent = 100.0 * killed / len(counted) if counted else 0.0
     lines = [
         BEGIN,
@@ -103,7 +167,7 @@ def report_block(codes: dict[str, int | None], explained: dict[str, str]) -> str
     lines += [f"| {line.strip().replace(': ', ' | ', 1)} |" for line in by_module(counted)]
     lines += ["", "### Survivors", ""]
     for name in survivors:
-        why = explained.get(name, "**not explained**")
+        why = reasons.get(name, "**not explained**")
         lines.append(f"- `{name}` ({status(counted[name])}): {why}")
     lines += ["", END]
     return "\n".join(lines)
@@ -144,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(by_module(codes)))
     if args.report:
         explained = load_explained(args.explained) if args.explained else {}
-        write_report(args.report, report_block(codes, explained))
+        write_report(args.report, report_block(codes, explained, args.root))
     percent = 100.0 * killed / total if total else 0.0
     print(f"mutation score: {killed}/{total} killed ({percent:.1f}%)")
     return 0

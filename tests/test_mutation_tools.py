@@ -109,7 +109,7 @@ def test_the_report_lists_every_survivor_with_its_reason_or_says_it_has_none(
         "keel.b.x_g__mutmut_2": 34,
     }
     explained = tmp_path / "eq.tsv"
-    explained.write_text("# name<TAB>reason\n\nkeel.a.x_f__mutmut_3\tsame codec\n")
+    explained.write_text("# name<TAB>line<TAB>reason\n\nkeel.a.x_f__mutmut_3\t\tsame codec\n")
     report = tmp_path / "MUTATION.md"
     report.write_text("# Mutation testing\n\nprose\n\n<!-- mutation report -->\nold\n"
                       "<!-- end mutation report -->\n\nmore prose\n")  # fmt: skip
@@ -129,6 +129,28 @@ def test_the_report_lists_every_survivor_with_its_reason_or_says_it_has_none(
 def test_an_explained_line_without_a_reason_is_refused(tmp_path: Path) -> None:
     score = _load("mutation_score")
     bad = tmp_path / "eq.tsv"
-    bad.write_text("keel.a.x_f__mutmut_3 no tab here\n")
-    with pytest.raises(SystemExit, match=r"eq.tsv:1: expected 'name<TAB>reason'"):
+    bad.write_text("keel.a.x_f__mutmut_3\tno reason\n")
+    with pytest.raises(SystemExit, match=r"eq.tsv:1: expected 'name<TAB>mutated line<TAB>reason'"):
         score.load_explained(bad)
+
+
+def test_an_explanation_written_for_another_mutation_is_not_used(tmp_path: Path) -> None:
+    score = _load("mutation_score")
+    module = tmp_path / "mutants" / "src" / "keel" / "m.py"
+    module.parent.mkdir(parents=True)
+    module.write_text(
+        "def x_f__mutmut_orig(a):\n    b = a.lower()\n    return b\n"
+        "def x_f__mutmut_1(a):\n    b = a.upper()\n    return b\n"
+        "def x_f__mutmut_2(a):\n    b = a.lower()\n    return None\n"
+    )
+    assert score.mutated_line(tmp_path, "keel.m.x_f__mutmut_1") == "b = a.upper()"
+    assert score.mutated_line(tmp_path, "keel.m.x_f__mutmut_2") == "return None"
+    explained = {
+        "keel.m.x_f__mutmut_1": score.Explained("case does not matter here", "b = a.upper()"),
+        "keel.m.x_f__mutmut_2": score.Explained("was about the case", "b = a.upper()"),
+    }
+    block = score.report_block(
+        {"keel.m.x_f__mutmut_1": 0, "keel.m.x_f__mutmut_2": 0}, explained, tmp_path
+    )
+    assert "- `keel.m.x_f__mutmut_1` (survived): case does not matter here" in block
+    assert "- `keel.m.x_f__mutmut_2` (survived): **not explained**" in block

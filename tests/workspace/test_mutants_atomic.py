@@ -103,3 +103,349 @@ def test_pruning_empty_directories_stops_at_the_root(workdir: Path) -> None:
     tx.commit(prune_dirs=True)
     assert root.is_dir() and list(root.iterdir()) == []
     assert outside.is_dir()
+
+
+# -- what a commit leaves: bytes, modes, links, no temporaries --------------------------------
+
+
+def _all(root: Path) -> dict[str, tuple[str, bytes | str, int]]:
+    out: dict[str, tuple[str, bytes | str, int]] = {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        mode = p.lstat().st_mode & 0o7777
+        if p.is_symlink():
+            out[rel] = ("link", str(p.readlink()), 0)
+        elif p.is_dir():
+            out[rel] = ("dir", "", mode)
+        else:
+            out[rel] = ("file", p.read_bytes(), mode)
+    return out
+
+
+def test_a_commit_writes_links_and_deletes_exactly(workdir: Path) -> None:
+    import os
+
+    (workdir / "keep.txt").write_bytes(b"keep")
+    (workdir / "old.txt").write_bytes(b"old")
+    (workdir / "old.txt").chmod(0o640)
+    (workdir / "gone").mkdir()
+    (workdir / "gone" / "g.txt").write_bytes(b"g")
+    (workdir / "ln").symlink_to("keep.txt")
+    big = os.urandom(300_000)
+    tx = FileTransaction(workdir)
+    tx.write(workdir / "old.txt", b"new")  # keeps 0640
+    tx.write(workdir / "x" / "y" / "big.bin", big, 0o600)
+    tx.write(workdir / "mode.sh", b"#!", 0o751)
+    tx.symlink(workdir / "x" / "link", "../keep.txt")
+    tx.symlink(workdir / "ln", "old.txt")
+    tx.delete(workdir / "gone" / "g.txt")
+    tx.delete(workdir / "never-there")
+    tx.commit(prune_dirs=True)
+    assert _all(workdir) == {
+        "keep.txt": ("file", b"keep", 0o644),
+        "ln": ("link", "old.txt", 0),
+        "mode.sh": ("file", b"#!", 0o751),
+        "old.txt": ("file", b"new", 0o640),
+        "x": ("dir", "", 0o755),
+        "x/link": ("link", "../keep.txt", 0),
+        "x/y": ("dir", "", 0o755),
+        "x/y/big.bin": ("file", big, 0o600),
+    }
+
+
+def test_a_new_file_gets_the_umask_mode(workdir: Path) -> None:
+    import os
+
+    old = os.umask(0o027)
+    try:
+        tx = FileTransaction(workdir)
+        tx.write(workdir / "n.txt", b"n")
+        tx.write(workdir / "sub" / "m.txt", b"m")
+        tx.commit()
+    finally:
+        os.umask(old)
+    assert (workdir / "n.txt").stat().st_mode & 0o7777 == 0o640
+    assert (workdir / "sub" / "m.txt").stat().st_mode & 0o7777 == 0o640
+    assert os.umask(old) == old  # the umask is back as it was
+
+
+def test_without_pruning_an_emptied_directory_stays(workdir: Path) -> None:
+    (workdir / "d").mkdir()
+    (workdir / "d" / "f").write_text("x")
+    tx = FileTransaction(workdir)
+    tx.delete(workdir / "d" / "f")
+    tx.commit()
+    assert _all(workdir) == {"d": ("dir", "", 0o755)}
+
+
+def test_pruning_removes_only_directories_left_empty(workdir: Path) -> None:
+    (workdir / "a" / "b" / "c").mkdir(parents=True)
+    (workdir / "a" / "b" / "c" / "f").write_text("x")
+    (workdir / "a" / "keep").write_text("k")
+    tx = FileTransaction(workdir)
+    tx.delete(workdir / "a" / "b" / "c" / "f")
+    tx.commit(prune_dirs=True)
+    assert _all(workdir) == {"a": ("dir", "", 0o755), "a/keep": ("file", b"k", 0o644)}
+
+
+def test_a_file_replaces_a_file_deleted_in_the_same_commit_under_a_new_directory(
+    workdir: Path,
+) -> None:
+    (workdir / "p").write_text("was a file")
+    tx = FileTransaction(workdir)
+    tx.write(workdir / "p" / "child", b"c")  # its parent is created once "p" is gone
+    tx.delete(workdir / "p")
+    tx.commit()
+    assert _all(workdir) == {"p": ("dir", "", 0o755), "p/child": ("file", b"c", 0o644)}
+
+
+def test_writing_through_a_symlinked_directory_is_refused(workdir: Path) -> None:
+    (workdir / "real").mkdir()
+    (workdir / "via").symlink_to("real")
+    (workdir / "a.txt").write_text("a")
+    before = _all(workdir)
+    tx = FileTransaction(workdir)
+    tx.write(workdir / "a.txt", b"A")
+    tx.write(workdir / "via" / "f", b"f")
+    with pytest.raises(WorkspaceError) as err:
+        tx.commit()
+    assert (err.value.code, err.value.message, err.value.context) == (
+        "workspace.symlink",
+        f"refusing to write {str(workdir / 'via' / 'f')!r}: a directory on its path is a symlink",
+        {"path": str(workdir / "via" / "f")},
+    )
+    assert _all(workdir) == before
+
+
+@pytest.mark.parametrize(
+    ("exc", "message", "path"),
+    [
+        (
+            OSError(28, "No space left on device", "/x/f"),
+            "could not write /x/f: No space left on device; no file was changed",
+            "/x/f",
+        ),
+        (
+            OSError(28, "No space left on device"),
+            "could not write a file: No space left on device; no file was changed",
+            None,
+        ),
+        (OSError("odd"), "could not write a file: odd; no file was changed", None),
+    ],
+)
+def test_an_os_error_becomes_a_workspace_error_and_undoes_everything(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, exc: OSError, message: str, path: str | None
+) -> None:
+    (workdir / "a.txt").write_text("a")
+    before = _all(workdir)
+    calls: list[Path] = []
+    real = _atomic._replace
+
+    def failing(src: Path, dst: Path) -> None:
+        calls.append(dst)
+        if len(calls) == 2:
+            raise exc
+        real(src, dst)
+
+    monkeypatch.setattr(_atomic, "_replace", failing)
+    tx = FileTransaction(workdir)
+    tx.write(workdir / "a.txt", b"A")
+    tx.write(workdir / "b.txt", b"B")
+    with pytest.raises(WorkspaceError) as err:
+        tx.commit()
+    assert (err.value.code, err.value.message) == ("workspace.write_failed", message)
+    assert err.value.context == {"path": path} and err.value.__cause__ is exc
+    assert _all(workdir) == before
+
+
+def test_any_other_failure_undoes_everything_and_propagates(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (workdir / "a.txt").write_text("a")
+    (workdir / "d.txt").write_text("d")
+    before = _all(workdir)
+    real = _atomic._replace
+    calls: list[Path] = []
+
+    def failing(src: Path, dst: Path) -> None:
+        calls.append(dst)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        real(src, dst)
+
+    monkeypatch.setattr(_atomic, "_replace", failing)
+    tx = FileTransaction(workdir)
+    tx.write(workdir / "a.txt", b"A")
+    tx.delete(workdir / "d.txt")
+    tx.write(workdir / "n" / "b.txt", b"B")
+    with pytest.raises(KeyboardInterrupt):
+        tx.commit(prune_dirs=True)
+    assert _all(workdir) == before
+
+
+def test_a_workspace_error_propagates_unchanged(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    own = WorkspaceError("mine", code="workspace.mine")
+
+    def failing(path: Path, data: bytes, mode: int) -> None:
+        raise own
+
+    monkeypatch.setattr(_atomic, "_write_temp", failing)
+    tx = FileTransaction(workdir)
+    tx.write(workdir / "a.txt", b"A")
+    with pytest.raises(WorkspaceError) as err:
+        tx.commit()
+    assert err.value is own and list(workdir.iterdir()) == []
+
+
+def test_a_deletion_across_devices_is_kept_beside_the_file(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    (workdir / "d").mkdir()
+    (workdir / "d" / "f").write_text("f")
+    real = _atomic._replace
+    seen: list[tuple[Path, Path]] = []
+
+    def cross(src: Path, dst: Path) -> None:
+        seen.append((src, dst))
+        if len(seen) == 1:
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        real(src, dst)
+
+    monkeypatch.setattr(_atomic, "_replace", cross)
+    tx = FileTransaction(workdir)
+    tx.delete(workdir / "d" / "f")
+    tx.commit()
+    assert [s for s, _ in seen] == [workdir / "d" / "f"] * 2
+    second = seen[1][1]
+    assert second.parent == workdir / "d" and second.name.startswith(".f.keel-bak-")
+    assert _all(workdir) == {"d": ("dir", "", 0o755)}
+
+
+def test_a_failed_deletion_other_than_across_devices_undoes_everything(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    (workdir / "a.txt").write_text("a")
+    (workdir / "f").write_text("f")
+    before = _all(workdir)
+
+    def denied(src: Path, dst: Path) -> None:
+        raise OSError(errno.EACCES, "Permission denied", str(src))
+
+    monkeypatch.setattr(_atomic, "_replace", denied)
+    tx = FileTransaction(workdir)
+    tx.write(workdir / "a.txt", b"A")
+    tx.delete(workdir / "f")
+    with pytest.raises(WorkspaceError) as err:
+        tx.commit()
+    assert (
+        err.value.message
+        == f"could not write {workdir / 'f'}: Permission denied; no file was changed"
+    )
+    assert _all(workdir) == before
+
+
+def test_temporaries_are_named_beside_their_target(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    made: list[tuple[Path, bytes, int]] = []
+    real = _atomic._write_temp
+
+    def spy(path: Path, data: bytes, mode: int) -> None:
+        made.append((path, data, mode))
+        real(path, data, mode)
+
+    monkeypatch.setattr(_atomic, "_write_temp", spy)
+    tx = FileTransaction(workdir)
+    tx.write(workdir / "a.txt", b"A", 0o600)
+    tx.write(workdir / "b.txt", b"B", 0o644)
+    tx.commit()
+    [(a, _, ma), (b, _, mb)] = made
+    assert (ma, mb) == (0o600, 0o644)
+    pid = os.getpid()
+    assert a.parent == workdir and a.name.startswith(f".a.txt.keel-tmp-{pid}-1-")
+    assert b.name.startswith(f".b.txt.keel-tmp-{pid}-2-") and len(b.name.split("-")[-1]) == 6
+
+
+def test_a_temporary_is_private_until_its_mode_is_set(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    seen: list[int] = []
+    real = os.fchmod
+
+    def spy(fd: int, mode: int) -> None:
+        seen.append(os.fstat(fd).st_mode & 0o7777)  # the content is already written
+        real(fd, mode)
+
+    monkeypatch.setattr(os, "fchmod", spy)
+    old = os.umask(0)
+    try:
+        tx = FileTransaction(workdir)
+        tx.write(workdir / "secret.txt", b"s3cret", 0o644)
+        tx.commit()
+    finally:
+        os.umask(old)
+    assert seen == [0o600]
+    assert (workdir / "secret.txt").stat().st_mode & 0o7777 == 0o644
+
+
+def test_a_symlink_a_failed_commit_replaced_is_a_symlink_again(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (workdir / "target.txt").write_text("t")
+    (workdir / "ln").symlink_to("target.txt")
+    before = _all(workdir)
+    _fail_at(monkeypatch, 2)
+    tx = FileTransaction(workdir)
+    tx.write(workdir / "ln", b"now a file")
+    tx.write(workdir / "other.txt", b"o")
+    with pytest.raises(WorkspaceError):
+        tx.commit()
+    assert _all(workdir) == before and (workdir / "ln").is_symlink()
+
+
+def test_a_backup_already_gone_does_not_fail_the_commit(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (workdir / "a.txt").write_text("a")
+    real = _atomic._replace
+
+    def replace_and_drop_backups(src: Path, dst: Path) -> None:
+        real(src, dst)
+        for backup in workdir.glob(".*.keel-bak-*"):
+            backup.unlink()  # someone else cleaned up
+
+    monkeypatch.setattr(_atomic, "_replace", replace_and_drop_backups)
+    tx = FileTransaction(workdir)
+    tx.write(workdir / "a.txt", b"A")
+    tx.commit()
+    assert _all(workdir) == {"a.txt": ("file", b"A", 0o644)}
+
+
+def test_a_stash_already_gone_does_not_fail_the_commit(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    (workdir / "gone.txt").write_text("g")
+    real = _atomic._replace
+
+    def replace_and_drop_the_stash(src: Path, dst: Path) -> None:
+        real(src, dst)
+        if dst.parent.name.startswith(".keel-txn-"):
+            shutil.rmtree(dst.parent)  # someone else cleaned up
+
+    monkeypatch.setattr(_atomic, "_replace", replace_and_drop_the_stash)
+    tx = FileTransaction(workdir)
+    tx.delete(workdir / "gone.txt")
+    tx.commit()
+    assert _all(workdir) == {}

@@ -166,7 +166,8 @@ def glob_to_regex(glob: str, *, anchored_any_depth: bool = True) -> str:
     g = glob.strip()
     if g.startswith("/"):
         g = g.lstrip("/")
-    elif anchored_any_depth and "/" not in g.rstrip("/") and not g.startswith("**"):
+    elif anchored_any_depth and "/" not in g.rstrip("/") and g.rstrip("/") != "**":
+        # ``**.pem`` has no ``**`` segment: like ``*.pem``, it matches at any depth.
         g = "**/" + g
     g = g.rstrip("/") or "**"
     segs: list[str] = []

@@ -234,6 +234,12 @@ def _passes_status(parent: Node, child: Node) -> bool:
             return False
 
 
+def _glued(node: Node) -> bool:
+    """An argument node that runs on into the next one with no blank: one word, split."""
+    after = node.next_sibling
+    return after is not None and after.is_named and after.start_byte == node.end_byte
+
+
 def _continues(heredoc: Node) -> bool:
     """``cat <<EOF | sh``: the line goes on after the here-doc's start, inside its node."""
     return any(c.type in _STATEMENTS for c in heredoc.named_children)
@@ -353,6 +359,10 @@ class _Walker:
                 case _ if child.is_named:
                     if child.type == "ERROR":
                         self.issue("unparseable", f"cannot parse near {_text(child)[:60]!r}")
+                    elif _glued(child):
+                        # ``cat {\.env,x}``: one shell word (a brace expansion bash performs)
+                        # that tree-sitter split in two; what it expands to is not seen here.
+                        self.issue("unparseable", f"cannot read the word at {_text(child)!r}")
                     cmd.argv.extend(self.words(child))
         cmd.sub_names = tuple(self.sub_names)
         cmd.fails_line = _fails_line(node)
@@ -407,11 +417,17 @@ class _Walker:
                 for child in node.children:
                     if child.type == "file_descriptor":
                         continue
-                    if not child.is_named:
+                    if child.type == "ERROR":
+                        # ``cat <<EOF > f | rm -rf src``: the rest of the line lands here.
+                        self.issue("unparseable", f"cannot parse near {_text(child)[:60]!r}")
+                    elif not child.is_named:
                         op = op or _text(child)
-                    elif child.type != "ERROR":
+                    else:
                         dests.append(self.word(child))
                 cmds[-1].redirects.extend((op, d) for d in dests or [""])
+                # ``cat > out secret``: words after the target are the command's arguments
+                # (tree-sitter keeps them in the redirect); judged as both.
+                cmds[-1].argv.extend(dests[1:])
 
     def heredoc(self, node: Node, cmd: Cmd) -> None:
         body_text: str | None = ""
@@ -425,6 +441,10 @@ class _Walker:
                 self.redirect(child, [cmd])
             elif child.type in ("pipeline", "command", "list", "redirected_statement"):
                 self.walk(child)
+            elif child.type == "ERROR":
+                self.issue("unparseable", f"cannot parse near {_text(child)[:60]!r}")
+            elif child.is_named and child.type not in ("heredoc_end", "comment"):
+                cmd.argv.extend(self.words(child))  # ``cat <<EOF .env``: an argument of cat
         cmd.heredoc, cmd.stdin_dynamic = body_text, body_text is None
 
     def heredoc_body(self, body: Node, quoted: bool) -> str | None:
@@ -866,6 +886,7 @@ _XARGS_ARG = frozenset(
 )
 _NICE_ARG = frozenset(["-n", "--adjustment", "-c", "--class", "-p"])
 _SIMPLE_WRAPPERS = frozenset({"nohup", "setsid", "builtin", "exec", "unbuffer", "time"})
+_TIME_VALUES = frozenset({"-f", "--format", "-o", "--output"})  # ``-p`` is a flag
 
 
 def _skip_options(argv: list[str | None], i: int, with_arg: frozenset[str]) -> int:
@@ -921,7 +942,7 @@ def _expand(cmd: Cmd, out: Parsed, home: str, depth: int) -> None:
             _script(" ".join(w for w in words if w is not None), cmd, out, home, depth)
             return
         case "watch":
-            i = _skip_options(argv, 1, frozenset({"-n", "--interval", "-d", "-q"}))
+            i = _skip_options(argv, 1, frozenset({"-n", "--interval", "-q", "--equexit"}))
             words = argv[i:]
             if any(w is None for w in words):
                 out.issues.append(
@@ -942,13 +963,13 @@ def _expand(cmd: Cmd, out: Parsed, home: str, depth: int) -> None:
         case "fd" | "fdfind" | "rg":
             _option_exec(cmd, out, home, depth)
             return
+        case "busybox" if len(argv) > 1 and argv[1] and not argv[1].startswith("-"):
+            inner = argv[1:]  # ``busybox sh -c 'rm -rf /'``: busybox runs the applet
         case _ if base in SHELLS:
             _shell_c(cmd, out, home, depth)
             return
         case _ if base in _SIMPLE_WRAPPERS:
-            inner = argv[
-                _skip_options(argv, 1, frozenset({"-p"}) if base == "time" else frozenset()) :
-            ]
+            inner = argv[_skip_options(argv, 1, _TIME_VALUES if base == "time" else frozenset()) :]
             inner = inner or None
         case _:
             return

@@ -415,15 +415,12 @@ class _Text:
 
     @classmethod
     def parse(cls, data: bytes) -> _Text:
-        text = data.decode("utf-8", "surrogateescape")
-        out: list[tuple[str, str]] = []
-        for piece in text.splitlines(keepends=True):
-            if piece.endswith("\r\n"):
-                out.append((piece[:-2], "\r\n"))
-            elif piece.endswith("\n"):
-                out.append((piece[:-1], "\n"))
-            else:
-                out.append((piece, ""))
+        # Only \n ends a line, as in the patch text and in git: a form feed, a lone \r or
+        # U+2028 (str.splitlines would split there) stays inside its line, byte for byte.
+        pieces = data.decode("utf-8", "surrogateescape").split("\n")
+        out = [(p[:-1], "\r\n") if p.endswith("\r") else (p, "\n") for p in pieces[:-1]]
+        if pieces[-1]:
+            out.append((pieces[-1], ""))
         crlf = sum(1 for _, e in out if e == "\r\n")
         lf = sum(1 for _, e in out if e == "\n")
         return cls(out, "\r\n" if crlf > lf else "\n")
@@ -556,14 +553,15 @@ def _find_codex(file: list[tuple[str, str]], hunk: Hunk, cursor: int) -> int:
     old = hunk.old
     if not old:
         return start if hunk.anchor else len(file)
+    # An '*** End of File' chunk matches only at the end, as Codex applies it.
+    positions = [len(file) - len(old)] if hunk.at_eof else range(start, len(file) - len(old) + 1)
     for level in (0, 1, 2):
-        if hunk.at_eof and _matches(file, len(file) - len(old), old, level):
-            return len(file) - len(old)
-        for at in range(start, len(file) - len(old) + 1):
+        for at in positions:
             if _matches(file, at, old, level):
                 return at
+    where = "at the end of the file" if hunk.at_eof else "in the file"
     raise _HunkFailed(
-        f"the {len(old)} line(s) this chunk replaces were not found in the file (first: {old[0]!r})"
+        f"the {len(old)} line(s) this chunk replaces were not found {where} (first: {old[0]!r})"
     )
 
 
