@@ -121,6 +121,8 @@ def mutated_line(root: Path, name: str, _trees: dict[Path, tuple[list[str], dict
     if mine not in spans or orig not in spans:
         return ""
     (a0, a1), (b0, b1) = spans[orig], spans[mine]
+    if lines[b0 - 1].replace(mine, orig) != lines[a0 - 1]:  # a default in the ``def`` line
+        return lines[b0 - 1].replace(mine, orig).strip()
     for old, new in zip(lines[a0:a1], lines[b0:b1], strict=False):
         if old != new:
             return new.strip()

@@ -108,3 +108,113 @@ def test_a_block_reason_ends_with_exactly_one_newline() -> None:
     reply = gemini.blocked(HookInput(agent="gemini", event="AfterAgent", phase="stop",
                                      session_id="s", stop_hook_active=True), "x")  # fmt: skip
     assert (reply.exit_code, reply.stdout) == (0, "{}")
+
+
+def _call(agent: str, event: str, phase: str) -> HookInput:
+    return HookInput(
+        agent=agent,  # pyright: ignore[reportArgumentType]
+        event=event,
+        phase=phase,  # pyright: ignore[reportArgumentType]
+        session_id="s",
+        tool_name="Bash",
+        tool_input={"command": "make", "timeout": 5, "description": "build"},
+    )
+
+
+ALLOW = Decision("allow", "r.allow", "fine")
+ASK = Decision("ask", "r.ask", "unsure")
+LINE = "python -S launch.py exec --workspace /w -- bash -c make"
+
+
+@pytest.mark.parametrize(
+    ("agent", "decision", "reply"),
+    [
+        ("claude", ALLOW, {"hookSpecificOutput": {
+            "hookEventName": "PreToolUse", "permissionDecision": "allow",
+            "permissionDecisionReason": "keel: runs contained (keel exec)",
+            "updatedInput": {"command": LINE, "timeout": 5, "description": "build"}}}),
+        ("claude", ASK, {"hookSpecificOutput": {
+            "hookEventName": "PreToolUse", "permissionDecision": "ask",
+            "permissionDecisionReason":
+                "keel needs a person's approval for this Bash call [r.ask]: unsure "
+                "(it will run contained)",
+            "updatedInput": {"command": LINE, "timeout": 5, "description": "build"}}}),
+        ("codex", ALLOW, {"hookSpecificOutput": {
+            "hookEventName": "PreToolUse", "permissionDecision": "allow",
+            "updatedInput": {"command": LINE}}}),
+        ("codex", ASK, {"hookSpecificOutput": {
+            "hookEventName": "PreToolUse", "permissionDecision": "deny",
+            "permissionDecisionReason":
+                "keel needs a person's approval for this Bash call [r.ask]: unsure"}}),
+        ("gemini", ALLOW, {"hookSpecificOutput": {
+            "tool_input": {"command": LINE, "timeout": 5, "description": "build"}}}),
+        ("gemini", ASK, {"decision": "deny",
+            "reason": "keel needs a person's approval for this Bash call [r.ask]: unsure"}),
+    ],
+)  # fmt: skip
+def test_each_client_gets_the_contained_command_in_its_own_contract(
+    agent: str, decision: Decision, reply: dict[str, object]
+) -> None:
+    out = dialect_for(agent).contained(_call(agent, "PreToolUse", "pre_tool"), decision, LINE)
+    assert (out.exit_code, out.stderr) == (0, "")
+    assert json.loads(out.stdout) == reply
+
+
+@pytest.mark.parametrize(
+    ("agent", "level", "reply"),
+    [
+        ("claude", "hint", {"hookSpecificOutput": {
+            "hookEventName": "PostToolUse", "additionalContext": "keel guidance (hint, d): m"}}),
+        ("claude", "correct", {"decision": "block", "reason": "keel guidance (correct, d): m"}),
+        ("claude", "replan", {"decision": "block", "reason": "keel guidance (replan, d): m"}),
+    ],
+)  # fmt: skip
+def test_claude_gets_only_a_hint_as_context(
+    agent: str, level: str, reply: dict[str, object]
+) -> None:
+    guidance = Guidance(level, "m", "d")  # pyright: ignore[reportArgumentType]
+    out = dialect_for(agent).post_tool(_call(agent, "PostToolUse", "post_tool"), guidance)
+    assert json.loads(out.stdout) == reply
+
+
+@pytest.mark.parametrize(("agent", "silence"), [("claude", ""), ("codex", ""), ("gemini", "{}")])
+def test_nothing_to_say_is_each_clients_silence(agent: str, silence: str) -> None:
+    dialect = dialect_for(agent)
+    call = _call(agent, "PreToolUse", "pre_tool")
+    for reply in (
+        dialect.pre_tool(call, ALLOW),
+        dialect.post_tool(_call(agent, "PostToolUse", "post_tool"), None),
+        dialect.stop(_call(agent, "Stop", "stop"), None),
+        dialect.context(_call(agent, "SessionStart", "session_start"), ""),
+        dialect.context(_call(agent, "PreCompact", "compact"), "pinned"),
+    ):
+        assert (reply.exit_code, reply.stdout, reply.stderr) == (0, silence, "")
+
+
+@pytest.mark.parametrize(
+    ("agent", "verdict"), [("claude", "block"), ("codex", "block"), ("gemini", "deny")]
+)
+def test_a_blocked_finish_carries_the_reason(agent: str, verdict: str) -> None:
+    out = dialect_for(agent).stop(_call(agent, "Stop", "stop"), "gates failed")
+    assert (out.exit_code, json.loads(out.stdout)) == (
+        0,
+        {"decision": verdict, "reason": "gates failed"},
+    )
+
+
+@pytest.mark.parametrize("phase", ["session_start", "prompt"])
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_context_goes_back_on_session_start_and_prompt(agent: str, phase: str) -> None:
+    out = dialect_for(agent).context(_call(agent, "Ev", phase), "pinned")
+    assert json.loads(out.stdout) == {
+        "hookSpecificOutput": {"hookEventName": "Ev", "additionalContext": "pinned"}
+    }
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_fail_closed_is_exit_2_unless_a_stop_is_already_continuing(agent: str) -> None:
+    dialect = dialect_for(agent)
+    reply = dialect.blocked(_call(agent, "PreToolUse", "pre_tool"), "why\n")
+    assert (reply.exit_code, reply.stdout, reply.stderr) == (2, "", "why\n")
+    stop = HookInput(agent=agent, event="Stop", phase="stop", session_id="s")  # pyright: ignore[reportArgumentType]
+    assert dialect.blocked(stop, "why").exit_code == 2  # not continuing yet: blocked

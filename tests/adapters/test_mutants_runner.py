@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from adapter_helpers import StubGuard, factory_for
 
 from keel.adapters.protocol import HookInput
@@ -104,7 +105,12 @@ def test_session_notes_carry_the_client_fields(workdir: Path) -> None:
     guard = StubGuard()
     start = {"session_id": "s", "hook_event_name": "SessionStart", "source": "resume",
              "cwd": "/w", "transcript_path": "/t.jsonl"}  # fmt: skip
-    _answer(["SessionStart", "--agent", "claude"], json.dumps(start).encode(), guard, workdir)
+    code, out, _ = _answer(
+        ["SessionStart", "--agent", "claude"], json.dumps(start).encode(), guard, workdir
+    )
+    assert code == 0 and json.loads(out) == {
+        "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": guard.context}
+    }
     prompt = {"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "fix it"}
     _answer(["UserPromptSubmit", "--agent", "claude"], json.dumps(prompt).encode(), guard, workdir)
     assert guard.notes[0] == (
@@ -278,3 +284,221 @@ def test_the_guard_factory_gets_the_call_and_the_deadline(workdir: Path) -> None
     answer(parse_hook_args(["PreToolUse", "--agent", "claude"]), _pre("ls"), request_id="r",
            deadline_at=deadline, root=str(workdir), guard_factory=factory)  # fmt: skip
     assert seen == [("s", deadline)]
+
+
+def _contained_line(agent: str, event: str, tool_input: dict[str, Any], workdir: Path) -> str:
+    """The rewritten shell line the client gets back for an allowed shell call."""
+    from keel.guard import uncontained
+
+    tool = {"claude": "Bash", "codex": "Bash", "gemini": "run_shell_command"}[agent]
+    data = {"session_id": "s", "hook_event_name": event, "tool_name": tool,
+            "tool_input": tool_input}  # fmt: skip
+    guard = StubGuard(rewrite=True, root=str(workdir))
+    code, out, _ = _answer([event, "--agent", agent], json.dumps(data).encode(), guard, workdir)
+    reply = json.loads(out)["hookSpecificOutput"]
+    line = reply["updatedInput" if agent != "gemini" else "tool_input"]["command"]
+    assert code == 0 and uncontained(line) == tool_input["command"]
+    return line
+
+
+@pytest.mark.parametrize(
+    ("timeout", "expected"),
+    [
+        (30000, "--timeout 30 "),  # Claude's limit is in milliseconds
+        (1500, "--timeout 1.5 "),
+        (1, "--timeout 0.001 "),
+        (9_000_000, "--timeout 600 "),  # capped at ten minutes
+        (None, "--timeout 120 "),  # Claude's own default
+        (0, "--timeout 120 "),
+        (-5, "--timeout 120 "),
+        ("30000", "--timeout 120 "),
+    ],
+)
+def test_a_contained_claude_call_keeps_its_own_time_limit(
+    workdir: Path, timeout: object, expected: str
+) -> None:
+    tool_input: dict[str, Any] = {"command": "make"}
+    if timeout is not None:
+        tool_input["timeout"] = timeout
+    line = _contained_line("claude", "PreToolUse", tool_input, workdir)
+    assert expected in line and line.count("--timeout") == 1
+
+
+@pytest.mark.parametrize(("agent", "event"), [("codex", "PreToolUse"), ("gemini", "BeforeTool")])
+def test_other_clients_get_no_time_limit_of_keels(agent: str, event: str, workdir: Path) -> None:
+    line = _contained_line(agent, event, {"command": "make", "timeout": 30000}, workdir)
+    assert "--timeout" not in line
+
+
+def test_session_end_and_compaction_are_noted_with_their_reason(workdir: Path) -> None:
+    guard = StubGuard()
+    end = {"session_id": "s", "hook_event_name": "SessionEnd", "reason": "logout", "cwd": ""}
+    code, out, err = _answer(
+        ["SessionEnd", "--agent", "claude"], json.dumps(end).encode(), guard, workdir
+    )
+    assert (code, out, err) == (0, b"", b"")
+    compact = {"session_id": "s", "hook_event_name": "PreCompact", "reason": ""}
+    code, out, err = _answer(
+        ["PreCompact", "--agent", "claude"], json.dumps(compact).encode(), guard, workdir
+    )
+    assert (code, out, err) == (0, b"", b"")  # compaction carries no context back
+    assert guard.notes == [
+        ("session.end", {"event": "SessionEnd", "client_session_id": "s", "reason": "logout"}),
+        ("session.start", {"event": "PreCompact", "client_session_id": "s"}),
+    ]
+
+
+class _Gates(StubGuard):
+    """Keeps the failures each ``gate_finish`` is given."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.given: list[Any] = []
+
+    def gate_finish(self, failures: Any = (), **kw: Any) -> str | None:
+        self.given.append(failures)
+        return super().gate_finish(failures)
+
+
+def _failing_gate_rollout(path: Path) -> Path:
+    """A Codex rollout where ``pytest -q`` ran and exited 1."""
+    call = {"type": "function_call", "name": "exec_command", "call_id": "c1",
+            "arguments": json.dumps({"cmd": "pytest -q"})}  # fmt: skip
+    out = {"type": "function_call_output", "call_id": "c1",
+           "output": "Process exited with code 1\nOutput:\n1 failed\n"}  # fmt: skip
+    path.write_text(
+        "".join(json.dumps({"type": "response_item", "payload": p}) + "\n" for p in (call, out))
+    )
+    return path
+
+
+def test_only_codex_finishes_are_checked_against_its_rollout(workdir: Path) -> None:
+    rollout = str(_failing_gate_rollout(workdir / "rollout.jsonl"))
+    stop = {"session_id": "s", "hook_event_name": "Stop", "transcript_path": rollout}
+    codex = _Gates(required_gates=("pytest -q",))
+    code, out, _ = _answer(["Stop", "--agent", "codex"], json.dumps(stop).encode(), codex, workdir)
+    reason = "keel: do not finish yet: the [gates] must pass: `pytest -q` exited with code 1"
+    assert (code, json.loads(out)) == (0, {"decision": "block", "reason": reason})
+    assert codex.given == [["`pytest -q` exited with code 1"]]
+    claude = _Gates(required_gates=("pytest -q",))
+    code, out, _ = _answer(
+        ["Stop", "--agent", "claude"], json.dumps(stop).encode(), claude, workdir
+    )
+    assert (code, out, claude.given) == (0, b"", [[]])
+    no_gates = _Gates()
+    _answer(["Stop", "--agent", "codex"], json.dumps(stop).encode(), no_gates, workdir)
+    assert no_gates.given == [[]]
+
+
+def test_a_missed_deadline_fails_open_in_the_clients_own_silence(workdir: Path) -> None:
+    import threading
+
+    from keel.adapters.runner import HookOptions, run_hook
+
+    release = threading.Event()
+
+    class Hanging(StubGuard):
+        def decide(self, call: ToolCall, **_: Any) -> Decision:
+            release.wait(30)
+            return Decision.allow("late", "too late")
+
+    data = {"session_id": "s", "hook_event_name": "BeforeTool", "tool_name": "run_shell_command",
+            "tool_input": {"command": "ls"}}  # fmt: skip
+    try:
+        reply = run_hook("gemini", "BeforeTool", json.dumps(data), workdir,
+                         options=HookOptions(time.monotonic() + 0.2, True, "r"),
+                         guard_factory=factory_for(Hanging()))  # fmt: skip
+    finally:
+        release.set()
+    assert (reply.exit_code, reply.stdout) == (0, "{}")
+    assert reply.stderr == (
+        "keel failed (hook.deadline: keel did not answer within its deadline); fail-open\n"
+    )
+
+
+def test_a_failing_keel_does_not_block_a_finish_already_continuing(workdir: Path) -> None:
+    class Broken(StubGuard):
+        def gate_finish(self, failures: Any = (), **_: Any) -> str | None:
+            raise RuntimeError("gates broke")
+
+    stop = {"session_id": "s", "hook_event_name": "Stop", "stop_hook_active": True}
+    code, out, err = _answer(
+        ["Stop", "--agent", "claude"], json.dumps(stop).encode(), Broken(), workdir
+    )
+    assert (code, out) == (0, b"")
+    assert err == (
+        b"keel could not check this step (internal_error: RuntimeError: gates broke); "
+        b"it is blocked to be safe.\n"
+    )
+
+
+class _Exploding(StubGuard):
+    def decide(self, call: ToolCall, **_: Any) -> Decision:
+        raise RuntimeError(f"injected fault on {call.command}")
+
+
+def test_a_crash_is_answered_with_the_call_and_the_exception(workdir: Path) -> None:
+    code, out, err = _answer(["PreToolUse", "--agent", "claude"], _pre("ls"), _Exploding(), workdir)
+    assert (code, out) == (2, b"")
+    assert err == (
+        b"keel could not check this Bash call (internal_error: RuntimeError: injected fault on "
+        b"ls); it is blocked to be safe.\n"
+    )
+    gemini = {"session_id": "s", "hook_event_name": "BeforeTool", "tool_name": "run_shell_command",
+              "tool_input": {"command": "ls"}}  # fmt: skip
+    argv = ["BeforeTool", "--agent", "gemini", "--fail-open"]
+    code, out, err = _answer(argv, json.dumps(gemini).encode(), _Exploding(), workdir)
+    assert (code, out) == (0, b"{}\n")
+    assert err == b"keel failed (internal_error: RuntimeError: injected fault on ls); fail-open\n"
+
+
+def test_a_lone_surrogate_in_the_reason_reaches_stderr_as_its_byte(workdir: Path) -> None:
+    code, _, err = _answer(
+        ["PreToolUse", "--agent", "claude"], _pre("cat \udcff"), _Exploding(), workdir
+    )
+    assert code == 2 and b"injected fault on cat \xff)" in err
+
+
+def test_the_client_project_dir_picks_the_root(workdir: Path) -> None:
+    ws = workdir / "proj"
+    (ws / ".git").mkdir(parents=True)
+    seen: list[Path] = []
+
+    def factory(root: Path, inp: HookInput, deadline_at: float) -> StubGuard:
+        seen.append(root)
+        return StubGuard()
+
+    args = parse_hook_args(["PreToolUse", "--agent", "claude"])
+    answer(args, _pre("ls"), request_id="r", deadline_at=time.monotonic() + 20,
+           guard_factory=factory, env={"CLAUDE_PROJECT_DIR": str(ws)})  # fmt: skip
+    assert seen == [ws.resolve()]
+
+
+def test_a_failure_after_the_commit_bound_is_logged_but_not_journaled(workdir: Path) -> None:
+    from keel.adapters.runner import HookOptions, run_hook
+
+    # The commit bound (deadline - 0.25 s) has passed already; the deadline has not.
+    options = HookOptions(time.monotonic() + 0.2, False, "r")
+    reply = run_hook("claude", "PreToolUse", b"{broken", workdir, options=options,
+                     guard_factory=factory_for(StubGuard()))  # fmt: skip
+    assert reply.exit_code == 2
+    assert _errors(workdir) == []
+    logged = (workdir / ".keel" / "hook-errors.jsonl").read_text().splitlines()
+    assert [json.loads(line)["code"] for line in logged] == ["payload.json"]
+
+
+def test_a_failure_is_logged_even_where_no_workspace_exists_yet(workdir: Path) -> None:
+    root = workdir / "gone" / "ws"
+    _answer(["PreToolUse", "--agent", "claude"], b"{broken", StubGuard(), root)
+    [entry] = (root / ".keel" / "hook-errors.jsonl").read_text().splitlines()
+    assert json.loads(entry)["code"] == "payload.json"
+
+
+def test_the_journaled_failure_is_traced_to_its_session(workdir: Path) -> None:
+    from keel.events import trace_id_for
+    from keel.journal import open_journal
+
+    _answer(["PreToolUse", "--agent", "claude"], _pre("ls"), _Exploding(), workdir)
+    with open_journal(workdir) as journal:
+        [event] = journal.events(kinds=["error"])
+    assert (event.session_id, event.agent, event.trace_id) == ("s", "claude", trace_id_for("s"))

@@ -7,10 +7,11 @@ asked for: a cached verdict that bwrap fails must give the same answer as ``keel
 from __future__ import annotations
 
 import marshal
+import sys
 from pathlib import Path
 
 from keel.sandbox._exec_select import CACHE_NAME, _key
-from keel.sandbox.contain import exec_backend
+from keel.sandbox.contain import LAUNCHER, exec_argv, exec_backend
 
 
 def _cache_a_failing_bwrap(state: Path) -> None:
@@ -29,3 +30,18 @@ def test_the_cached_verdict_is_used_unless_refreshed(tmp_path: Path) -> None:
     fresh_name, fresh_reason = exec_backend("bwrap", refresh=True, state_dir=str(tmp_path))
     assert "cached" not in fresh_reason
     assert exec_backend("bwrap", state_dir=str(tmp_path)) == (fresh_name, fresh_reason)
+
+
+def test_exec_argv_is_the_launcher_line_with_the_limit_and_the_command() -> None:
+    assert Path(LAUNCHER).is_file()
+    command = ["bash", "-c", "make -j2"]
+    assert exec_argv(Path("/w s"), command, timeout=1.5, python="/opt/py") == [
+        "/opt/py", "-S", LAUNCHER, "exec", "--workspace", "/w s", "--timeout", "1.5",
+        "--", "bash", "-c", "make -j2",
+    ]  # fmt: skip
+    assert exec_argv("/w", ["ls"], timeout=600.0) == [
+        sys.executable, "-S", LAUNCHER, "exec", "--workspace", "/w", "--timeout", "600", "--", "ls",
+    ]  # fmt: skip
+    assert exec_argv("/w", ["--", "x"]) == [
+        sys.executable, "-S", LAUNCHER, "exec", "--workspace", "/w", "--", "--", "x",
+    ]  # fmt: skip
