@@ -27,9 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 KILLED = {1: "killed", 3: "killed", 36: "timeout", 24: "timeout", -24: "timeout",
-          152: "timeout", 255: "timeout", 37: "caught by type check"}  # fmt: skip
+          152: "timeout", 37: "caught by type check"}  # fmt: skip
+# 255 is mutmut's worker catching an exception from the test run (pytest could not even
+# start: a bad test id, a broken plugin). mutmut calls it a timeout; it kills nothing here.
 OTHER = {0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", 35: "suspicious",
-         2: "interrupted", None: "not checked", -11: "segfault", -9: "segfault"}  # fmt: skip
+         2: "interrupted", None: "not checked", -11: "segfault", -9: "segfault",
+         255: "worker error"}  # fmt: skip
 
 
 def status(code: int | None) -> str:

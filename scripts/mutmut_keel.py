@@ -78,16 +78,39 @@ def narrow(mutant: str, tests: list[str], took: dict[str, float]) -> list[str]:
     return sorted(keep, key=lambda t: (rank(t), took.get(t, 0.0))) or tests
 
 
+_wanted: list[str] = []
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: object, parser: object, args: list[str]) -> None:
-    """In a mutant's run: narrow and order its tests; freeze the inherited heap."""
+    """In a mutant's run: narrow and order its tests; freeze the inherited heap.
+
+    pytest is given the tests' files and the tests are picked by node id after collection:
+    in mutmut's forked workers some ids given as arguments are not found (ids with escaped
+    backslashes), pytest exits 4, and mutmut records the worker's exception as a *timeout*,
+    i.e. killed without a test having run.
+    """
     mutant = os.environ.get("MUTANT_UNDER_TEST", "")
     if "__mutmut_" not in mutant:
         return
     gc.freeze()
     options = [a for a in args if "::" not in a]
-    tests = [a for a in args if "::" in a]
-    args[:] = options + narrow(mutant, tests, durations())
+    tests = narrow(mutant, [a for a in args if "::" in a], durations())
+    _wanted[:] = tests
+    files = list(dict.fromkeys(t.partition("::")[0] for t in tests))
+    args[:] = options + files
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep only the mutant's tests, in the order ``narrow`` gave them."""
+    if not _wanted:
+        return
+    order = {test: i for i, test in enumerate(_wanted)}
+    keep = sorted((item for item in items if item.nodeid in order), key=lambda i: order[i.nodeid])
+    dropped = [item for item in items if item.nodeid not in order]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = keep
 
 
 def restore_links(original: Path, copy: Path) -> int:

@@ -61,7 +61,32 @@ def test_the_mutant_tests_are_rewritten_in_place_and_options_kept(
         import gc
 
         gc.unfreeze()
-    assert args == ["-x", "-q", "tests/plan/test_q.py::test_b", "tests/plan/test_p.py::test_a"]
+    # pytest gets the files; the tests are picked by id after collection, in this order
+    assert args == ["-x", "-q", "tests/plan/test_q.py", "tests/plan/test_p.py"]
+    assert plugin._wanted == ["tests/plan/test_q.py::test_b", "tests/plan/test_p.py::test_a"]
+
+    class Item:
+        def __init__(self, nodeid: str) -> None:
+            self.nodeid = nodeid
+
+    deselected: list[object] = []
+
+    class Hook:
+        def pytest_deselected(self, items: list[object]) -> None:
+            deselected.extend(items)
+
+    class Config:
+        hook = Hook()
+
+    items = [Item("tests/plan/test_p.py::test_a"), Item("tests/plan/test_p.py::test_other"),
+             Item("tests/plan/test_q.py::test_b")]  # fmt: skip
+    plugin.pytest_collection_modifyitems(Config(), items)  # type: ignore[arg-type]
+    assert [i.nodeid for i in items] == [
+        "tests/plan/test_q.py::test_b",
+        "tests/plan/test_p.py::test_a",
+    ]
+    assert [i.nodeid for i in deselected] == ["tests/plan/test_p.py::test_other"]  # type: ignore[attr-defined]
+    plugin._wanted.clear()
     monkeypatch.setenv("MUTANT_UNDER_TEST", "stats")
     before = list(args)
     plugin.pytest_load_initial_conftests(None, None, args)
