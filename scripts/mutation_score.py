@@ -145,7 +145,8 @@ def report_block(
     counted = {k: c for k, c in codes.items() if status(c) != "skipped"}
     killed = sum(1 for c in counted.values() if c in KILLED)
     caught = sum(1 for c in counted.values() if c == 37)
-    survivors = sorted(k for k, c in counted.items() if c not in KILLED)
+    unchecked = sum(1 for c in counted.values() if c is None)
+    survivors = sorted(k for k, c in counted.items() if c not in KILLED and c is not None)
     reasons: dict[str, str] = {}
     for name in survivors:
         known = explained.get(name)
@@ -162,6 +163,16 @@ def report_block(
         "",
         f"mutation score: {killed}/{len(counted)} killed ({percent:.1f}%)",
         "",
+    ]
+    if unchecked:
+        checked = len(counted) - unchecked
+        lines += [
+            f"**The run stopped with {unchecked} mutants not checked** (counted as not killed "
+            f"above). Over the {checked} checked: {killed}/{checked} killed "
+            f"({100.0 * killed / checked:.1f}%). `make mutate` resumes where it stopped.",
+            "",
+        ]
+    lines += [
         f"- caught by the type check (pyright): {caught}; killed by a test or a timeout: "
         f"{killed - caught}; not killed: {len(survivors)}, of which explained: "
         f"{len(survivors) - len(missing)}, **not explained: {len(missing)}**.",

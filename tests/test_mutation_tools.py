@@ -179,3 +179,14 @@ def test_an_explanation_written_for_another_mutation_is_not_used(tmp_path: Path)
     )
     assert "- `keel.m.x_f__mutmut_1` (survived): case does not matter here" in block
     assert "- `keel.m.x_f__mutmut_2` (survived): **not explained**" in block
+
+
+def test_a_stopped_run_says_how_many_mutants_were_not_checked() -> None:
+    score = _load("mutation_score")
+    codes = {"keel.a.x_f__mutmut_1": 1, "keel.a.x_f__mutmut_2": None, "keel.a.x_f__mutmut_3": 0}
+    block = score.report_block(codes, {})
+    assert "mutation score: 1/3 killed (33.3%)" in block
+    assert "**The run stopped with 1 mutants not checked**" in block
+    assert "Over the 2 checked: 1/2 killed (50.0%)" in block
+    assert "x_f__mutmut_2" not in block  # not checked is not listed as a survivor
+    assert "- `keel.a.x_f__mutmut_3` (survived): **not explained**" in block
