@@ -355,18 +355,21 @@ def test_the_policy_sees_the_call_itself(guard: Guard, workdir: Path) -> None:
     assert seen == [call] and got == real.check_call(call) and got.decision == "deny"
 
 
+class BrokenJournal:
+    """A journal whose every write fails (a full disk)."""
+
+    def append_many(self, events: object, **_: object) -> object:
+        raise OSError("disk full")
+
+    def answered(self, request_id: str) -> None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
 @pytest.mark.parametrize(("tool", "what"), [("Bash", "this Bash call"), ("", "this call")])
 def test_a_journal_that_fails_is_an_exact_deny(guard: Guard, tool: str, what: str) -> None:
-    class BrokenJournal:
-        def append_many(self, events: object, **_: object) -> object:
-            raise OSError("disk full")
-
-        def answered(self, request_id: str) -> None:
-            return None
-
-        def close(self) -> None:
-            pass
-
     guard.journal = BrokenJournal()  # type: ignore[assignment]
     got = guard.decide(ToolCall(tool, "exec", command="ls", tool_use_id="t1"))
     assert got.to_dict() == {
@@ -728,16 +731,6 @@ def test_a_result_is_observed_once_per_request(guard: Guard, workdir: Path) -> N
 
 
 def test_a_journal_failure_after_the_call_is_raised(guard: Guard) -> None:
-    class BrokenJournal:
-        def append_many(self, events: object, **_: object) -> object:
-            raise OSError("disk full")
-
-        def answered(self, request_id: str) -> None:
-            return None
-
-        def close(self) -> None:
-            pass
-
     guard.journal = BrokenJournal()  # type: ignore[assignment]
     with pytest.raises(OSError, match="disk full"):
         guard.observe(ToolResult("Bash", "exec", True))

@@ -13,10 +13,8 @@ import fcntl
 import json
 import os
 import resource
-import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,13 +89,9 @@ os.execve(cmd[0], cmd, env)
 
 
 @pytest.fixture
-def base() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="keel-bwrap-mut-", dir="/tmp"))
-    path.chmod(0o755)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+def base(workdir: Path) -> Path:
+    """conftest's 0755 scratch directory (the sandbox uid must reach what it runs)."""
+    return workdir
 
 
 @pytest.fixture

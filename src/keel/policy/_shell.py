@@ -262,10 +262,13 @@ class _Walker:
     def issue(self, kind: str, detail: str) -> None:
         self.out.issues.append((kind, detail[:200]))
 
+    def cannot_parse(self, node: Node) -> None:
+        self.issue("unparseable", f"cannot parse near {_text(node)[:60]!r}")
+
     def walk(self, node: Node) -> list[Cmd]:
         """Walk a statement; return the commands it runs at its own level."""
         if node.type == "ERROR" or node.is_missing:
-            self.issue("unparseable", f"cannot parse near {_text(node)[:60]!r}")
+            self.cannot_parse(node)
         match node.type:
             case "command":
                 return self.command(node)
@@ -358,7 +361,7 @@ class _Walker:
                     pass
                 case _ if child.is_named:
                     if child.type == "ERROR":
-                        self.issue("unparseable", f"cannot parse near {_text(child)[:60]!r}")
+                        self.cannot_parse(child)
                     elif _glued(child):
                         # ``cat {\.env,x}``: one shell word (a brace expansion bash performs)
                         # that tree-sitter split in two; what it expands to is not seen here.
@@ -419,7 +422,7 @@ class _Walker:
                         continue
                     if child.type == "ERROR":
                         # ``cat <<EOF > f | rm -rf src``: the rest of the line lands here.
-                        self.issue("unparseable", f"cannot parse near {_text(child)[:60]!r}")
+                        self.cannot_parse(child)
                     elif not child.is_named:
                         op = op or _text(child)
                     else:
@@ -442,7 +445,7 @@ class _Walker:
             elif child.type in ("pipeline", "command", "list", "redirected_statement"):
                 self.walk(child)
             elif child.type == "ERROR":
-                self.issue("unparseable", f"cannot parse near {_text(child)[:60]!r}")
+                self.cannot_parse(child)
             elif child.is_named and child.type not in ("heredoc_end", "comment"):
                 cmd.argv.extend(self.words(child))  # ``cat <<EOF .env``: an argument of cat
         cmd.heredoc, cmd.stdin_dynamic = body_text, body_text is None
