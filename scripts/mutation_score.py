@@ -19,12 +19,14 @@ kill it with a test or explain it.
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import sys
 from collections import Counter
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+
+from mutmut_typecheck import copies  # scripts/: one reading of a mutated file
 
 KILLED = {1: "killed", 3: "killed", 36: "timeout", 24: "timeout", -24: "timeout",
           152: "timeout", 37: "caught by type check"}  # fmt: skip
@@ -100,7 +102,15 @@ def load_explained(path: Path) -> dict[str, Explained]:
     return out
 
 
-def mutated_line(root: Path, name: str, _trees: dict[Path, tuple[list[str], dict]] = {}) -> str:  # noqa: B006
+@cache
+def _mutated_file(path: Path) -> tuple[list[str], dict[str, tuple[int, int]]]:
+    """A mutated module's lines, and the line span of each function copy by its name."""
+    source = path.read_text(encoding="utf-8")
+    spans = {f"{c.base}__mutmut_{c.suffix}": (c.start, c.end) for c in copies(source)}
+    return source.splitlines(), spans
+
+
+def mutated_line(root: Path, name: str) -> str:
     """The first line of mutant ``name`` that differs from the original, stripped ("" if none).
 
     Read from ``root``/mutants/src, where mutmut writes every mutant as a copy of its function
@@ -110,15 +120,7 @@ def mutated_line(root: Path, name: str, _trees: dict[Path, tuple[list[str], dict
     path = root / "mutants" / "src" / (module.replace(".", "/") + ".py")
     if not path.is_file():
         path = path.with_suffix("") / "__init__.py"
-    if path not in _trees:
-        source = path.read_text(encoding="utf-8")
-        spans = {
-            n.name: (n.lineno, n.end_lineno or n.lineno)
-            for n in ast.walk(ast.parse(source))
-            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and "__mutmut_" in n.name
-        }
-        _trees[path] = (source.splitlines(), spans)
-    lines, spans = _trees[path]
+    lines, spans = _mutated_file(path)
     mine = "x" + function
     orig = mine.rpartition("__mutmut_")[0] + "__mutmut_orig"
     if mine not in spans or orig not in spans:
