@@ -331,3 +331,27 @@ def test_the_stand_in_client_does_run_what_the_hook_allows(fresh_ws: Path) -> No
     _run_as_client(reply, line, fresh_ws)
     assert not (fresh_ws / "src" / "junk.txt").exists()
     assert shlex.split(reply.get("updatedInput", {}).get("command", line))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "cat <<EOF > f | rm -rf src\nx\nEOF",  # the rest of the line hid in the redirect
+        "cat <<EOF >> f ; rm -rf src\nx\nEOF",
+    ],
+)
+def test_the_hook_keeps_src_from_lines_the_parser_once_misread(fresh_ws: Path, line: str) -> None:
+    # (contained, ``rm -rf src`` itself is allowed: the workspace is the agent's to change)
+    reply = _hook(fresh_ws, "Bash", {"command": line})
+    _run_as_client(reply, line, fresh_ws)
+    assert (fresh_ws / "src" / "app.py").read_text() == "x = 1\n", reply
+    assert "parse.unparseable" in reply.get("permissionDecisionReason", ""), reply
+
+
+@pytest.mark.parametrize("line", ["cat > leak.txt .env", "cat <<EOF .env > leak.txt\nx\nEOF"])
+def test_the_hook_keeps_a_secret_from_words_after_a_redirect(fresh_ws: Path, line: str) -> None:
+    reply = _hook(fresh_ws, "Bash", {"command": line})
+    _run_as_client(reply, line, fresh_ws)
+    leaked = fresh_ws / "leak.txt"
+    assert not leaked.exists() or SECRET not in leaked.read_text(), reply
+    assert not _allowed(reply), reply
