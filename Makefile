@@ -41,10 +41,13 @@ mutate: $(STAMP)
 	# mutmut copies tests/ following symlinks, and fails copying onto a link it made before:
 	# start from no copy; scripts/mutmut_keel.py puts the links back (the patch corpus has some).
 	rm -rf mutants/tests
+	date +%s > mutants/started
 	# Every keel subprocess imports the (large) mutated modules: let it cache their bytecode.
 	env -u PYTHONDONTWRITEBYTECODE PYTHONPATH=$(MUTANTS_PATH) $(BIN)/python scripts/mutmut_run.py run --max-children $${MUTATE_JOBS:-2} > mutants/run.log 2>&1 \
 		|| { tail -n 40 mutants/run.log; exit 1; }
 	tr '\r' '\n' < mutants/run.log | grep -E 'mutations/second|done in' || true
+	@cat mutants/phases.log 2>/dev/null || true
+	@echo "mutmut took $$(( $$(date +%s) - $$(cat mutants/started) )) s"
 	$(BIN)/python scripts/mutation_score.py --survivors mutants/survivors.txt \
 		--report tests/MUTATION.md --explained tests/mutation-equivalent.tsv
 

@@ -12,8 +12,9 @@ mutmut copies ``tests/`` into ``mutants/`` following symlinks, so a link in a te
 (``tests/workspace/patches/err_symlink_*``) would arrive as a plain copy of its target and
 the test reading it would fail on every run. The links are put back before the tests run.
 
-For each mutant, mutmut passes every test that reached the mutated function. The tests of the
-mutated module's own area run first, fastest first (``-x`` stops at the first failure, so a
+For each mutant, mutmut passes every test that reached the mutated function. Of those, only
+the tests that ran the mutated statement are kept (``scripts/mutmut_lines.py``). The tests of
+the mutated module's own area run first, fastest first (``-x`` stops at the first failure, so a
 killed mutant costs little), and tests of other areas that only pass through the function (a
 plan test reaches the policy through a sandboxed probe, at 2.5 s a test) are left out: a
 surviving mutant costs the full list. The heap the forkserver built is frozen so pytest's
@@ -25,9 +26,13 @@ from __future__ import annotations
 import gc
 import json
 import os
+import resource
 import shutil
+import signal
+import time
 from pathlib import Path
 
+import mutmut_lines
 import pytest
 
 _PHASES = frozenset({"stats", "list_all_tests", "mutant_generation"})
@@ -80,6 +85,32 @@ def narrow(mutant: str, tests: list[str], took: dict[str, float]) -> list[str]:
 
 _wanted: list[str] = []
 
+# A mutant's run may take this many times what its tests took in the coverage pass (which,
+# traced, is already slower than a plain run), plus a start-up allowance.
+TIME_FACTOR = 4.0
+TIME_ALLOWANCE = 5.0
+
+
+def bound(took: float | None) -> None:
+    """End this mutant's run as a timeout once it takes far longer than its tests did.
+
+    mutmut's own limit comes from every test of the function (tens of seconds for a policy
+    function), though only the tests of the mutated statement run: a mutant that loops
+    forever held a worker that long. Ending the run is what mutmut's limit does too
+    (SIGXCPU, recorded as a timeout); the kernel's CPU limit backs up a loop in C code.
+    """
+    if took is None:
+        return
+    wall = TIME_FACTOR * took + TIME_ALLOWANCE
+    signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGXCPU))
+    signal.setitimer(signal.ITIMER_REAL, wall)
+    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    cpu = int(time.process_time() + 2 * wall) + 1
+    if hard != resource.RLIM_INFINITY:
+        cpu = min(cpu, hard)
+    if soft == resource.RLIM_INFINITY or cpu < soft:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, hard))
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: object, parser: object, args: list[str]) -> None:
@@ -95,7 +126,12 @@ def pytest_load_initial_conftests(early_config: object, parser: object, args: li
         return
     gc.freeze()
     options = [a for a in args if "::" not in a]
-    tests = narrow(mutant, [a for a in args if "::" in a], durations())
+    tests = [a for a in args if "::" in a]
+    ran = mutmut_lines.tests_for(mutant)
+    if ran is not None:
+        tests = [t for t in tests if t in ran] or tests
+    tests = narrow(mutant, tests, durations())
+    bound(mutmut_lines.seconds(tests))
     _wanted[:] = tests
     files = list(dict.fromkeys(t.partition("::")[0] for t in tests))
     args[:] = options + files
@@ -130,8 +166,12 @@ def restore_links(original: Path, copy: Path) -> int:
 
 
 def pytest_configure(config: object) -> None:
-    """Hide mutmut's bookkeeping phases from the subprocesses; repair the copied links."""
+    """Hide mutmut's bookkeeping phases from the subprocesses; repair the copied links.
+
+    Loads the durations and the line map here, so the forkserver's forks inherit them.
+    """
     durations()
+    mutmut_lines.tests_for("")
     if os.environ.get("MUTANT_UNDER_TEST") in _PHASES:
         del os.environ["MUTANT_UNDER_TEST"]
         here = Path.cwd()

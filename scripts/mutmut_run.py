@@ -1,23 +1,34 @@
-"""``make mutate``'s mutmut: the mutmut 3.8 CLI, with the type check's errors mapped by ``ast``.
+"""``make mutate``'s mutmut: the mutmut 3.8 CLI with two of its steps replaced.
 
-mutmut maps each type error to its mutant by parsing every mutated file with libcst: minutes
-on keel's 400,000 lines of mutants (and again in ``scripts/mutmut_typecheck.py`` before this
-existed). The errors and their mutants come from ``mutmut_typecheck.caught`` instead, which
-finds each function copy with the C parser. Everything else is mutmut's own.
+- mutmut maps each type error to its mutant by parsing every mutated file with libcst:
+  minutes on keel's 400,000 lines of mutants. The errors and their mutants come from
+  ``mutmut_typecheck.caught`` instead, which finds each function copy with the C parser.
+- mutmut's coverage pass (``mutate_only_covered_lines``) also records which test runs each
+  line, and each mutant's statement is located once its copies are written
+  (``scripts/mutmut_lines.py``): a mutant's run keeps only the tests that run its statement.
+
+Everything else is mutmut's own.
 """
 
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
+import coverage
 import mutmut
 import mutmut.__main__ as mutmut_cli
+import mutmut.code_coverage as mutmut_coverage
+from mutmut.code_coverage import CoverageInfo
 from mutmut.mutation.file_mutation import FailedTypeCheckMutant, MutatedMethodLocation
 from mutmut.type_checking import TypeCheckingError
 from mutmut.utils.file_utils import change_cwd
 from mutmut.utils.format_utils import get_mutant_name
-from mutmut_typecheck import caught
+from mutmut_lines import MAP_FILE, Recorder, memo_names, write_map, write_mutant_lines
+from mutmut_typecheck import caught, mutated_files
 
 PINNED = "3.8.1"
 
@@ -41,12 +52,81 @@ def caught_by_type_check() -> dict[str, FailedTypeCheckMutant]:
     return found
 
 
+def _module(relative: str) -> str:
+    return relative.removeprefix("src/").removesuffix(".py").replace("/", ".")
+
+
+def gather_coverage_by_test(runner: Any, source_files: Iterable[Path]) -> CoverageInfo:
+    """Mutmut's coverage pass, with one coverage context per test (``mutmut_lines``).
+
+    Measures only the files mutmut mutates (``only_mutate``): the others get no mutants.
+    Writes ``mutants/tests-by-line.json`` beside returning what mutmut needs.
+    """
+    root = Path.cwd()
+    only = mutated_files(root / "pyproject.toml")
+    absolute = {str((root / "mutants" / f).absolute()): f for f in only}
+    memos = {_module(f): memo_names((root / f).read_text(encoding="utf-8")) for f in only}
+    cov = coverage.Coverage(data_file=None, include=list(absolute))
+    recorder = Recorder(cov, memos)
+    with change_cwd(Path("mutants")), cov.collect():
+        runner.prepare_main_test_run()
+        runner.execute_pytest(runner._pytest_args_regular_run([]), plugins=[recorder])
+    data = cov.get_data()
+    sources = {f: (root / f).read_text(encoding="utf-8") for f in only}
+    write_map(data, absolute, recorder, root / "mutants" / MAP_FILE, sources)
+    info = CoverageInfo()
+    for filename in source_files:
+        name = str((root / "mutants" / filename).absolute())
+        info.covered_lines[name] = set(data.lines(name) or [])
+        info.excluded_lines[name] = mutmut_coverage._excluded_lines(cov, name)
+    return info
+
+
+def create_mutants_and_place_them(max_children: int) -> Any:
+    """Mutmut's mutant generation, then each mutant's statement (``mutmut_lines``)."""
+    stats = _create_mutants(max_children)
+    write_mutant_lines(Path.cwd(), mutated_files(Path("pyproject.toml")))
+    return stats
+
+
+_create_mutants = mutmut_cli.create_mutants
+
+
+PHASES = Path("mutants/phases.log")
+_STARTED = time.monotonic()
+
+
+def timed(phase: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function``, noting how long each call took in ``mutants/phases.log``.
+
+    mutmut shows a spinner, not times; the log says where a run's minutes went.
+    """
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        start = time.monotonic()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            with PHASES.absolute().open("a", encoding="utf-8") as log:
+                now = time.monotonic()
+                log.write(f"{phase}: {now - start:.0f} s (ended at {now - _STARTED:.0f} s)\n")
+
+    return run
+
+
 def main() -> int:
     """Run mutmut's CLI (``run --max-children N`` ...) with the faster type-check mapping."""
     if mutmut.__version__ != PINNED:
         print(f"scripts/mutmut_run.py is written for mutmut {PINNED}", file=sys.stderr)
         return 2
-    mutmut_cli.filter_mutants_with_type_checker = caught_by_type_check
+    PHASES.unlink(missing_ok=True)
+    cli = mutmut_cli
+    cli.filter_mutants_with_type_checker = timed("type check", caught_by_type_check)
+    cli.create_mutants = timed("generation", create_mutants_and_place_them)
+    cli.store_lines_covered_by_tests = timed("coverage", cli.store_lines_covered_by_tests)
+    cli.collect_or_load_stats = timed("stats", cli.collect_or_load_stats)
+    cli.run_forced_fail_test = timed("forced-fail run (after clean)", cli.run_forced_fail_test)
+    mutmut_coverage._gather_coverage_in_this_process = gather_coverage_by_test
     return mutmut_cli.cli(prog_name="mutmut") or 0
 
 

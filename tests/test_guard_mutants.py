@@ -1238,3 +1238,139 @@ def test_the_monitor_judges_scope_as_the_policy_does(workdir: Path) -> None:
         assert g.decide(ToolCall("Bash", "exec", command="touch src/c.py")).allowed
     finally:
         g.close()
+
+
+# -- session-4 survivors: answers from another process, checkpoints and their deadlines -----
+
+
+def test_a_result_answered_by_another_process_gets_that_guidance(workdir: Path) -> None:
+    call = ToolCall("Bash", "exec", command="ls", tool_use_id="t")
+    first = _open(workdir, monitor=True)
+    try:
+        for n in (1, 2, 3):
+            assert first.decide(call.replace(tool_use_id=f"t{n}")).allowed
+            guidance = first.observe(
+                ToolResult("Bash", "exec", True, output="x", tool_use_id=f"t{n}"),
+                request_id=f"o{n}",
+            )
+    finally:
+        first.close()
+    assert guidance is not None and guidance.level == "hint"
+    second = _open(workdir, monitor=True)
+    assert second.journal is not None
+    second.journal = _Forgetful(second.journal)  # type: ignore[assignment]
+    try:  # the commit finds the request answered: the answer is the committed guidance
+        again = second.observe(
+            ToolResult("Bash", "exec", True, output="x", tool_use_id="t3"), request_id="o3"
+        )
+    finally:
+        second.close()
+    assert again == guidance
+
+
+def test_a_repeated_note_leaves_the_file_tools_in_flight_frozen(guard: Guard) -> None:
+    guard.note("prompt", {"text": "hi"}, request_id="n")
+    guard.state.frozen["r1"] = time.time()  # a file tool is in flight now
+    guard.note("prompt", {"text": "hi"}, request_id="n")  # answered already: changes nothing
+    assert list(guard.state.frozen) == ["r1"]
+
+
+def test_a_call_without_an_id_gets_its_after_checkpoint(workdir: Path) -> None:
+    from keel.workspace import Checkpoints
+
+    g = _open(workdir, checkpoints=True)
+    try:
+        path = str(workdir / "a.txt")
+        assert g.decide(ToolCall("Write", "write", paths=(path,))).allowed
+        assert list(g.state.open_calls) == [""]
+        Path(path).write_text("new\n")
+        g.observe(ToolResult("Write", "write", True))
+        assert g.state.open_calls == {}
+    finally:
+        g.close()
+    assert [e.kind for e in _events(workdir)] == [
+        "tool.call",
+        "checkpoint",
+        "decision",
+        "tool.result",
+        "checkpoint",
+    ]
+    taken = Checkpoints(workdir).history()
+    assert [(cp.kind, cp.session_id) for cp in taken] == [("before", SESSION), ("after", SESSION)]
+
+
+def test_a_stale_git_lock_found_by_the_guard_is_journaled(workdir: Path) -> None:
+    g = _open(workdir, checkpoints=True)
+    try:
+        assert g.decide(ToolCall("Write", "write", paths=("a.txt",), tool_use_id="w1")).allowed
+        (workdir / ".keel" / "checkpoints" / "keel-index.lock").write_text("")  # a killed git
+        assert g.decide(ToolCall("Write", "write", paths=("b.txt",), tool_use_id="w2")).allowed
+    finally:
+        g.close()
+    errors = [e for e in _events(workdir) if e.kind == "error"]
+    assert [(e.session_id, e.payload.data["event"]) for e in errors] == [  # pyright: ignore[reportAttributeAccessIssue]
+        (SESSION, "checkpoint.lock_recovered")
+    ]
+
+
+def _while_the_store_is_held(workdir: Path, act: Any) -> Any:
+    """``act()`` while another keel process holds the checkpoint store.
+
+    The store is let go only after ``act`` returned, or (if it waits for the store instead of
+    giving up at its deadline) after a long grace: then ``act`` finishes late, and its answer
+    shows that it waited.
+    """
+    import threading
+
+    from keel.workspace import Checkpoints, _lock
+
+    store = Checkpoints(workdir)
+    store.create()
+    fd = _lock.acquire(store.git_dir / _lock.LOCK_NAME)
+    got: list[Any] = []
+    worker = threading.Thread(target=lambda: got.append(act()))
+    try:
+        worker.start()
+        worker.join(timeout=10)
+    finally:
+        _lock.release(fd)
+    worker.join()
+    return got[0]
+
+
+def test_the_before_checkpoint_gives_up_at_the_callers_deadline(workdir: Path) -> None:
+    from keel.workspace import Checkpoints
+
+    g = _open(workdir, journal=False, checkpoints=True)
+    past = time.monotonic() - 1
+    call = ToolCall("Write", "write", paths=("a.txt",), tool_use_id="w")
+    got = _while_the_store_is_held(workdir, lambda: g.decide(call, commit_by=past))
+    assert (got.decision, got.rule) == ("deny", "internal_error")
+    assert got.reason.startswith(
+        "keel could not take a checkpoint before this call (WorkspaceError: "
+    )
+    assert g.state.open_calls == {}
+    assert [cp.kind for cp in Checkpoints(workdir).history()] == ["manual"]
+
+
+def test_the_after_checkpoint_gives_up_at_the_callers_deadline(workdir: Path) -> None:
+    from keel.workspace import Checkpoints
+
+    g = _open(workdir, journal=False, checkpoints=True)
+    g.state.open_calls["w"] = time.time()
+    past = time.monotonic() - 1
+    result = ToolResult("Write", "write", True, tool_use_id="w")
+    assert _while_the_store_is_held(workdir, lambda: g.observe(result, commit_by=past)) is None
+    assert g.state.open_calls == {}
+    assert [cp.kind for cp in Checkpoints(workdir).history()] == ["manual"]
+
+
+def test_a_command_is_read_only_where_it_runs(workdir: Path) -> None:
+    from keel.policy import Policy
+
+    opened = _open(workdir, journal=False)
+    at_root = Guard("/", opened.config, Policy.from_config(opened.config, "/"), "sid")
+    to_null = ToolCall("Bash", "exec", command="ls > ~+/null", cwd="/dev")  # /dev/null
+    assert not at_root.needs_checkpoint(to_null)
+    assert at_root.needs_checkpoint(to_null.replace(cwd="/"))  # /null: a file
+    assert not opened.needs_checkpoint(ToolCall("Bash", "exec", tool_use_id="c"))  # no command

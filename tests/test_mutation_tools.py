@@ -192,3 +192,288 @@ def test_a_stopped_run_says_how_many_mutants_were_not_checked() -> None:
     assert "Over the 2 checked: 1/2 killed (50.0%)" in block
     assert "x_f__mutmut_2" not in block  # not checked is not listed as a survivor
     assert "- `keel.a.x_f__mutmut_3` (survived): **not explained**" in block
+
+
+# -- the test map by line (scripts/mutmut_lines.py) -------------------------------------
+
+_SOURCE = """\
+_MEMO: dict[str, int] = {}
+LIMIT = 3
+
+
+def pick(op: str, n: int = LIMIT) -> int:
+    match op:
+        case "and":
+            total = n + 1
+            return total
+        case _:
+            return n - 1
+
+
+class Box:
+    def size(self, n: int) -> int:
+        if n > 2:
+            return call(
+                n,
+                2,
+            )
+        return 0
+"""
+
+
+def _mutated(*copies: tuple[str, str]) -> tuple[str, dict[str, tuple[int, int]]]:
+    """A file laid out as mutmut writes it: two blank lines before each copy."""
+    lines: list[str] = ["# trampolines"]
+    spans: dict[str, tuple[int, int]] = {}
+    for name, text in copies:
+        start = len(lines) + 1
+        lines += ["", "", *text.splitlines()]
+        spans[name] = (start, len(lines))
+    return "\n".join(lines) + "\n", spans
+
+
+_PICK = _SOURCE.split("\n\n\n")[1]
+_SIZE = "\n".join(_SOURCE.split("\n\n\n")[2].splitlines()[1:])
+
+
+def test_a_mutant_is_placed_on_the_source_statement_it_changes() -> None:
+    lines = _load("mutmut_lines")
+    orig = _PICK.replace("def pick(", "def x_pick__mutmut_orig(")
+    one = orig.replace("n + 1", "n - 1").replace("__mutmut_orig", "__mutmut_1")
+    default = orig.replace("= LIMIT", "= None").replace("__mutmut_orig", "__mutmut_2")
+    no_case = orig.replace(
+        '        case "and":\n            total = n + 1\n            return total\n', ""
+    )
+    no_case = no_case.replace("__mutmut_orig", "__mutmut_3")
+    case = orig.replace('case "and"', 'case "XXandXX"').replace("__mutmut_orig", "__mutmut_4")
+    mutated, spans = _mutated(
+        ("x_pick__mutmut_orig", orig), ("x_pick__mutmut_1", one),
+        ("x_pick__mutmut_2", default), ("x_pick__mutmut_3", no_case),
+        ("x_pick__mutmut_4", case),
+    )  # fmt: skip
+    placed = lines.mutant_lines(_SOURCE, mutated, spans)
+    assert placed == {
+        "x_pick__mutmut_1": [8],  # `total = n + 1`
+        "x_pick__mutmut_2": [5],  # the `def` header: its default runs at import
+        "x_pick__mutmut_3": [7, 8, 9],  # the `case` pattern and its body
+        "x_pick__mutmut_4": [7],
+    }
+
+
+def test_a_method_mutant_in_a_multi_line_statement_takes_the_whole_statement() -> None:
+    lines = _load("mutmut_lines")
+    orig = _SIZE.replace("def size(", "def xǁBoxǁsize__mutmut_orig(")
+    arg = orig.replace("                2,\n", "").replace("__mutmut_orig", "__mutmut_1")
+    test = orig.replace("n > 2", "n >= 2").replace("__mutmut_orig", "__mutmut_2")
+    mutated, spans = _mutated(
+        ("xǁBoxǁsize__mutmut_orig", orig), ("xǁBoxǁsize__mutmut_1", arg),
+        ("xǁBoxǁsize__mutmut_2", test),
+    )  # fmt: skip
+    placed = lines.mutant_lines(_SOURCE, mutated, spans)
+    assert placed == {
+        "xǁBoxǁsize__mutmut_1": [17, 18, 19, 20],  # all of `return call(...)`
+        "xǁBoxǁsize__mutmut_2": [16],  # the `if` header only, not its body
+    }
+
+
+def test_a_copy_that_does_not_match_the_source_is_not_placed() -> None:
+    lines = _load("mutmut_lines")
+    orig = _PICK.replace("def pick(", "def x_pick__mutmut_orig(").replace("n - 1", "n - 2")
+    one = orig.replace("n + 1", "n - 1").replace("__mutmut_orig", "__mutmut_1")
+    mutated, spans = _mutated(("x_pick__mutmut_orig", orig), ("x_pick__mutmut_1", one))
+    assert lines.mutant_lines(_SOURCE, mutated, spans) == {"x_pick__mutmut_1": None}
+
+
+def test_memos_are_the_module_containers_created_empty() -> None:
+    lines = _load("mutmut_lines")
+    source = "A: dict[str, int] = {}\nB = []\nC = set()\nD = [1]\nE = dict(a=1)\nF = {'k': 1}\n"
+    assert lines.memo_names(source) == ["A", "B", "C"]
+    assert lines.memo_names(_SOURCE) == ["_MEMO"]
+
+
+def test_lines_are_credited_to_the_test_that_ran_them_or_its_whole_file_from_a_fixture() -> None:
+    lines = _load("mutmut_lines")
+    tests = ["tests/a.py::t1", "tests/a.py::t2", "tests/b.py::t3"]
+    found, imported = lines.tests_by_line(
+        {
+            10: ["Ctests/a.py::t2"],
+            11: ["Stests/a.py::t1", "Ctests/b.py::t3"],  # a fixture of a.py's first test
+            12: ["", "Ctests/b.py::t3"],
+            13: ["Ctests/gone.py::t9"],
+        },
+        tests,
+    )
+    assert found == {10: [1], 11: [0, 1, 2], 12: [2], 13: []}
+    assert imported == [12]
+
+
+_LIB = """\
+_MEMO: dict[int, int] = {}
+BUILT = 7
+
+
+def memo(n):
+    if n not in _MEMO:
+        _MEMO[n] = n * 2
+    return _MEMO[n]
+
+
+def branch(n):
+    if n > 0:
+        return "pos"
+    return "neg"
+
+
+def shared():
+    return "module fixture"
+"""
+
+_TESTS = """\
+import pytest
+import lib
+
+
+@pytest.fixture(scope="module")
+def built():
+    return lib.shared()
+
+
+def test_pos(built):
+    assert lib.branch(1) == "pos" and lib.memo(2) == 4
+
+
+def test_neg(built):
+    assert lib.branch(-1) == "neg" and lib.memo(2) == 4
+
+
+def test_other():
+    assert lib.BUILT == 7
+"""
+
+_DRIVER = """\
+import json, sys
+from pathlib import Path
+import coverage, pytest
+sys.path[:0] = [sys.argv[1], "."]
+import mutmut_lines as ml
+lib = str(Path("lib.py").absolute())
+cov = coverage.Coverage(data_file=None, include=[lib])
+recorder = ml.Recorder(cov, {"lib": ml.memo_names(Path("lib.py").read_text())})
+with cov.collect():
+    code = pytest.main(["-q", "-p", "no:cacheprovider", "test_lib.py"], plugins=[recorder])
+sources = {"src/lib.py": Path("lib.py").read_text()}
+ml.write_map(cov.get_data(), {lib: "src/lib.py"}, recorder, Path(ml.MAP_FILE), sources)
+Path(ml.MUTANT_FILE).write_text(json.dumps({
+    "lib.x_memo__mutmut_1": [7], "lib.x_branch__mutmut_1": [13],
+    "lib.x_shared__mutmut_1": [18], "lib.x_branch__mutmut_2": [11],
+}))
+print(json.dumps({name: sorted(ml.tests_for(name) or ["KEEP"]) for name in (
+    "lib.x_memo__mutmut_1", "lib.x_branch__mutmut_1", "lib.x_shared__mutmut_1",
+    "lib.x_branch__mutmut_2", "lib.x_branch__mutmut_9")}))
+sys.exit(code)
+"""
+
+
+def test_a_real_coverage_pass_maps_each_line_to_the_tests_that_need_it(tmp_path: Path) -> None:
+    """Real coverage.py and pytest: a memo's miss path counts for every test using the memo,
+    a module fixture's lines for every test of its file, an import-time line for none."""
+    import json
+    import subprocess
+
+    (tmp_path / "lib.py").write_text(_LIB)
+    (tmp_path / "test_lib.py").write_text(_TESTS)
+    (tmp_path / "driver.py").write_text(_DRIVER)
+    done = subprocess.run(
+        [sys.executable, "driver.py", str(SCRIPTS)],
+        cwd=tmp_path, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    picked = json.loads(done.stdout.strip().splitlines()[-1])
+    both = ["test_lib.py::test_neg", "test_lib.py::test_pos"]
+    assert picked == {
+        "lib.x_memo__mutmut_1": both,  # filled by test_pos, emptied before test_neg
+        "lib.x_branch__mutmut_1": ["test_lib.py::test_pos"],
+        "lib.x_shared__mutmut_1": sorted([*both, "test_lib.py::test_other"]),
+        "lib.x_branch__mutmut_2": ["KEEP"],  # `def branch` ran at import: mutmut's tests
+        "lib.x_branch__mutmut_9": ["KEEP"],  # not placed
+    }
+
+
+def test_a_mutant_run_keeps_only_the_tests_that_ran_its_statement(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plugin = _load("mutmut_keel")
+    lines = _load("mutmut_lines")
+    monkeypatch.setattr(lines, "tests_for", lambda mutant: {"tests/plan/test_q.py::test_b"})
+    monkeypatch.setattr(plugin, "_durations", {})
+    monkeypatch.setenv("MUTANT_UNDER_TEST", "keel.plan._engine.x_run__mutmut_2")
+    args = ["-x", "tests/plan/test_p.py::test_a", "tests/plan/test_q.py::test_b"]
+    try:
+        plugin.pytest_load_initial_conftests(None, None, args)
+    finally:
+        import gc
+
+        gc.unfreeze()
+        plugin._wanted.clear()
+    assert args == ["-x", "tests/plan/test_q.py"]
+    monkeypatch.setattr(lines, "tests_for", lambda mutant: {"tests/other.py::test_z"})
+    args = ["-x", "tests/plan/test_p.py::test_a"]
+    try:
+        plugin.pytest_load_initial_conftests(None, None, args)
+    finally:
+        import gc
+
+        gc.unfreeze()
+        plugin._wanted.clear()
+    assert args == ["-x", "tests/plan/test_p.py"]  # never left without tests
+
+
+def test_a_resumed_run_maps_the_mutated_files_lines_back_to_the_source() -> None:
+    """mutmut leaves ``mutants/src`` mutated: the tests run the original copies there."""
+    lines = _load("mutmut_lines")
+    orig = _PICK.replace("def pick(", "def x_pick__mutmut_orig(")
+    one = orig.replace("n + 1", "n - 1").replace("__mutmut_orig", "__mutmut_1")
+    mutated, spans = _mutated(("x_pick__mutmut_orig", orig), ("x_pick__mutmut_1", one))
+    to_source = lines.source_lines(mutated, _SOURCE)
+    start = spans["x_pick__mutmut_orig"][0] + 2  # after the two blank lines
+    assert mutated.splitlines()[start + 2] == "            total = n + 1"
+    assert to_source[start + 3] == 8  # the same statement in the source
+    assert to_source[start] == 5  # the `def` line
+    assert all(line < spans["x_pick__mutmut_1"][0] for line in to_source)  # mutants: not run
+    assert lines.source_lines(_SOURCE, _SOURCE)[8] == 8
+
+
+def test_a_mutant_run_that_loops_ends_as_a_timeout_soon_after_its_tests_time() -> None:
+    """By effect: a process looping forever is ended with SIGXCPU (mutmut: timeout)."""
+    import signal
+    import subprocess
+
+    loop = (
+        "import mutmut_keel as m; m.TIME_FACTOR = 2.0; m.TIME_ALLOWANCE = 0.2; m.bound(0.1)\n"
+        "while True: pass\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", loop], env={"PYTHONPATH": str(SCRIPTS)}, timeout=60, check=False
+    )
+    assert done.returncode == -signal.SIGXCPU
+    quiet = "import mutmut_keel as m; m.bound(None); import time; time.sleep(0.5)"
+    done = subprocess.run(
+        [sys.executable, "-c", quiet], env={"PYTHONPATH": str(SCRIPTS)}, timeout=60, check=False
+    )
+    assert done.returncode == 0  # no map, no bound: mutmut's own limit stays
+
+
+def test_the_time_of_a_mutants_tests_comes_from_the_coverage_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    lines = _load("mutmut_lines")
+    (tmp_path / lines.MAP_FILE).write_text(
+        json.dumps({"tests": ["a::t", "b::u"], "took": [0.5, 1.25], "lines": {}, "imported": {}})
+    )
+    (tmp_path / lines.MUTANT_FILE).write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(lines, "_maps", [])
+    assert lines.seconds(["a::t", "b::u", "c::gone"]) == 1.75
+    assert lines.seconds(["c::gone"]) is None

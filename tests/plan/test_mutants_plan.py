@@ -119,6 +119,8 @@ EVALUATIONS: list[tuple[dict[str, Any], bool | None, list[str], set[str]]] = [
     (_c("matches", "{{n}}", "7"), None, ["cannot compare 7 matches 7"], set()),
     (_c("matches", "{{s}}", "("), None, ["cannot compare abc matches ("], set()),
     (_c("matches", "{{s}}", "a" * 501), None, [f"cannot compare abc matches {'a' * 501}"], set()),
+    (_c("matches", "{{s}}", "abc|" + "z" * 496), True, [f"'abc' does match /abc|{'z' * 496}/"],
+     set()),  # a pattern of exactly MAX_PATTERN (500) characters is still used
     (_c("matches", "{{big}}", "y"), False, ["'" + "x" * 10_000 + "y' does not match /y/"], set()),
     # missing operands make a comparison unknown; so does a wrong number of operands
     (_c("equals", "{{gone}}", 1), None, [], {"gone"}),

@@ -576,6 +576,7 @@ def test_absolute_forms(tree: Tree) -> None:
     assert absolute_forms("/a/./b/", "/c") == ("/a/b", "/a/b")
     assert absolute_forms("b", "/c") == ("/c/b", "/c/b")
     assert absolute_forms("//x", "/") == ("/x", "/x")
+    assert absolute_forms("//Xx/y", "/") == ("/Xx/y", "/Xx/y")  # only the slashes go
     assert absolute_forms("cfg", ws) == (f"{ws}/cfg", f"{ws}/.git/config")
     assert absolute_forms("link_out/../x", ws) == (f"{ws}/x", f"{tree.base}/x")
     assert absolute_forms("link_in/../a.py", ws) == (f"{ws}/a.py", f"{ws}/a.py")

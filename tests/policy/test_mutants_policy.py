@@ -7,6 +7,7 @@ to the function it reaches; these tests ask the same things of the ``Policy`` di
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -147,3 +148,40 @@ def test_client_rule_syntax_is_recognised_with_spaces_around_it() -> None:
     for rule in ("bash(ls)", "mcp__x__y(z) ", "Read(./x)"):
         with pytest.raises(ValueError):
             split_pattern(rule)
+
+
+# Each refused for one reason alone: a written file (`-o`; a run-time word of `git config`
+# may be a value to set), or a risk (a network socket named with `-i`).
+WRITES_OR_RISKS = [
+    ("git diff -o out", "git diff out"), ("git show -o out", "git show out"),
+    ("git config --get user.name $X", "git config --get user.name"),
+    ("grep -i x /dev/tcp/example.com/80", "grep -i x /dev/tc/example.com/80"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("line", "without"), WRITES_OR_RISKS)
+def test_an_inspection_command_that_writes_or_risks_is_not_read_only(
+    policy: Policy, line: str, without: str
+) -> None:
+    assert policy.is_read_only(line) is False
+    assert policy.is_read_only(without) is True
+
+
+def test_the_read_only_question_reuses_the_parse_of_the_check(
+    policy: Policy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard checks a line, then asks if it is read-only: one parse serves both."""
+    import keel.policy._judge_cmds as judge
+
+    parses: list[tuple[str, str | None]] = []
+    real = judge.parse
+
+    def counted(line: str, **kw: Any) -> Any:
+        parses.append((line, kw["cwd"]))
+        return real(line, **kw)
+
+    monkeypatch.setattr(judge, "parse", counted)
+    assert policy.check_command("cat a.py", "src").decision == "allow"
+    assert policy.is_read_only("cat a.py", "src") is True
+    assert policy.command_facts("cat a.py", "src").read_only is True
+    assert len(parses) == 1 and parses[0][1] is not None and parses[0][1].endswith("/src")

@@ -462,7 +462,8 @@ WRITES: list[tuple[str, list[str | None]]] = [
     ('git clone -b b --branch b --depth 1 -j 2 --reference r -c a=b --config a=b url dir', ['dir']),
     ('git clone --origin o url dir', ['dir']),
     ('git worktree add ../wt', ['../wt']),
-    ('git worktree add -b b -B c --reason r --name n --depth 1 wt', ['wt']),
+    ('git worktree add -b b -B c --reason r wt', ['wt']),
+    ('git submodule add -b b --branch b --reference r --name n --depth 1 url sub', ['sub']),
     ('git worktree list', []),
     ('git submodule add url sub', ['sub']),
     ('git worktree add', []),
@@ -541,7 +542,9 @@ HOSTS: list[tuple[str, list[str | None]]] = [
     ('git ls-remote git@a.test:r', ['a.test']),
     ('git archive --remote=git@a.test:r', ['a.test']),
     ('git fetch --repo=git@b.test:r', ['b.test']),
-    ('git clone -o x -b y --depth 1 -j 2 --reference r --separate-git-dir s --upload-pack u --receive-pack r --repo q --remote m --jobs 3 git@c.test:r', ['c.test']),
+    ('git clone -o x -b y --depth 1 -j 2 --reference r --separate-git-dir s --upload-pack u --jobs 3 git@c.test:r', ['c.test']),
+    ('git push --receive-pack r --exec e --repo git@q.test:r -o o --push-option p git@c.test:r', ['c.test', 'q.test']),
+    ('git archive --remote git@m.test:r --exec e HEAD', ['m.test']),
     ('git remote add o git@a.test:r', ['a.test']),
     ('git remote set-url o git@b.test:r', ['b.test']),
     ('git remote set-url --push o git@c.test:r', ['c.test']),
@@ -867,7 +870,7 @@ DEVELOPER: list[tuple[str, str, str, str]] = [
     ("patch -p1 -i over.diff", "ask", "path.dynamic", DYN_WRITE.format("patch")),
     ("patch -p1 -i latin1.diff", "deny", "path.control", CONTROL),
     ("cd $X && patch -p1 -i {root}/bad.diff", "ask", "path.dynamic", DYN_READ.format("cd")),
-    ("cd $X && python {root}/run.py", "ask", "path.dynamic", DYN_READ.format("cd")),
+    ("cd $X && python {root}/run.py", "ask", "risk.secret_in_script", "{root}/run.py names the secret '.env', which it may print"),
     ("patch -p1 -i", "ask", "path.dynamic", DYN_WRITE.format("patch")),
     (f"patch -p1 <<'EOF'\n{PATCH_CONTROL}EOF", "deny", "path.control", CONTROL),
     ("patch -p1 < ok.diff", "ask", "default.ask", DEFAULT.format("patch")),
@@ -1070,3 +1073,110 @@ def test_files_named_from_home_are_read_there(root: Path, monkeypatch: pytest.Mo
     got = policy.check_command("python ~/run.py")
     reason = "~/run.py names the secret '.env', which it may print"
     assert (got.decision, got.rule, got.reason) == ("ask", "risk.secret_in_script", reason)
+
+
+# -- one word more or less: values with `=` or `:` in them, options after operands ------------
+
+MORE_HOSTS: list[tuple[str, list[str | None]]] = [
+    # A host without a scheme is the text before the first `/` and the first `:`.
+    ('curl a.test:1:2/p', ['a.test']),
+    ('curl h.test/a/b:1', ['h.test']),
+    # `--repo=VALUE`: the value is all after the first `=`.
+    ('git push --repo=a=b@h.test:x', ['h.test']),
+    ('git push --repo=git@h.test:x=y', ['h.test']),
+    # A run-time repository does not end the list: `--repo=` still names a host.
+    ('git push $X --repo=git@evil.test:x', [None, 'evil.test']),
+    # scp-like `host:path`: the host is before the first `:`, whatever the path holds.
+    ('git clone git@evil.test:a/b:c', ['evil.test']),
+    # `submodule add URL PATH`: PATH (even `lib:v1`) is a directory, not a host.
+    ('git submodule add git@github.com:x/y lib:v1', ['github.com']),
+    # `remote add NAME URL`: the URL is the operand after the name; later words are not.
+    ('git remote add origin git@evil.test:x stray', ['evil.test']),
+    ('git remote add origin git@a.test:x git@b.test:y', ['a.test']),
+    # An index option's value, also as the last word; a bare `--trusted-host` is unreadable.
+    ('pip install -i https://evil.test/simple', ['evil.test', 'evil.test']),
+    ('pip install x --trusted-host', ['', 'pypi.org']),
+    ('pip install --trusted-host a.test:1:2 x', ['a.test', 'pypi.org']),
+    # A URL scheme is case-insensitive: `name @ HTTPS://...` reaches its host.
+    ('pip install Name@HTTPS://evil.test/x.whl', ['evil.test', 'pypi.org']),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("line", "expected"), MORE_HOSTS)
+def test_hosts_of_values_holding_separators(line: str, expected: list[str | None]) -> None:
+    name, args = split(line)
+    assert hosts(name, args) == expected
+
+
+MORE_WRITES: list[tuple[str, list[str | None]]] = [
+    # `_git_base`: global options before and between `-C`s, and none at all.
+    ('git --version', []),
+    ('git --no-pager -C sub rm a', ['sub/a']),
+    ('git -C a --bare -C b rm x', ['a/b/x']),
+    ('git config --file=cfg=x user.name v', ['cfg=x']),
+    # `--quiet` holds an `i` but is no `-i`: not in place.
+    ('sed --quiet p a.txt', []),
+    # A run-time script does not hide the scripts after it.
+    ('sed -e $X -e wout f', [None, 'out']),
+    # `-t DIR` anywhere, also as the last two words; `--target-directory=` keeps its `=`s.
+    ('cp a b -t dir', ['dir']),
+    ('mv a -t dir', ['a', 'dir']),
+    ('cp --target-directory=a=b x', ['a=b']),
+    # The value options of worktree/submodule add, given after the path.
+    ('git worktree add wt -b feat', ['wt']),
+    ('git worktree add wt -B feat', ['wt']),
+    ('git worktree add wt --lock --reason r', ['wt']),
+    ('git submodule add url sub --name n', ['sub']),
+    ('git submodule add url sub --depth 1', ['sub']),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("line", "expected"), MORE_WRITES)
+def test_writes_with_options_in_every_place(line: str, expected: list[str | None]) -> None:
+    name, args = split(line)
+    assert writes(name, args) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        # `-e`/`--regexp` given after the operands, and more than once.
+        ("grep -r src -e TODO", [3]), ("grep --regexp a --regexp b f", [1, 3]),
+    ],
+)  # fmt: skip
+def test_pattern_args_after_operands(line: str, expected: list[int]) -> None:
+    name, args = split(line)
+    assert sorted(pattern_args(name, args)) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("sed a.txt -e p", ["p"]), ("sed --expression=s/a=b/ f", ["s/a=b/"]), ("sed -ep f", ["p"]),
+        ("sed -n f --expression p", ["p"]),
+    ],
+)  # fmt: skip
+def test_sed_scripts_in_every_spelling(line: str, expected: list[str | None]) -> None:
+    assert sed_scripts(argv(line)[1:]) == expected
+
+
+def test_positional_skips_both_values_of_a_two_value_option() -> None:
+    assert positional(argv("--arg n v . f"), with_two=frozenset({"--arg"})) == [".", "f"]
+    assert positional(argv("--arg n v -x f g"), frozenset({"-x"}), frozenset({"--arg"})) == ["g"]
+
+
+def test_a_leading_parent_is_a_path() -> None:
+    assert looks_like_path("../x") is True
+
+
+# The value of a push option is no refspec: `+x` is no force push, `:x` deletes nothing.
+@pytest.mark.parametrize(
+    "line",
+    [
+        "git push origin -o +x main", "git push origin --push-option +x main",
+        "git push origin --receive-pack :x main", "git push origin --repo +x main",
+    ],
+)  # fmt: skip
+def test_push_option_values_are_not_refspecs(line: str) -> None:
+    cmd = one(line)
+    assert risks(cmd, "git", cmd.argv[1:]) == []

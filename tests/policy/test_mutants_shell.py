@@ -59,7 +59,7 @@ def fact(c: Cmd) -> str:
 def facts(
     line: str, *, cwd: str | None = CWD, cdpath: bool = False
 ) -> tuple[list[str], list[tuple[str, str]]]:
-    parsed = parse(line, cwd=cwd, home=HOME, cdpath=cdpath)
+    parsed = parse(line, cwd=cwd, home=HOME, cdpath=cdpath, probe=False)  # /w, /h: not there
     return [fact(c) for c in parsed.cmds], parsed.issues
 
 
@@ -1152,3 +1152,79 @@ def test_words_after_a_redirect_target_and_wrapper_values_are_arguments(
     line: str, argv: list[str]
 ) -> None:
     assert parse(line, cwd="/w", home="/h").cmds[0].argv == argv
+
+
+# Survivors of session 18 (issue 14): each row is what the parse must see for that line.
+EDGES: list[Case] = [
+    # an unclosed substitution still runs what is inside, and the missing ")" is not a word
+    ("echo $(ls", ["ls", "echo ? | subs=ls | fails"], []),
+    # find's terminator may be written quoted; what follows it is find's own again
+    (
+        "find . -exec rm {} '\\;' -name x",
+        ["find . -exec rm {} \\; -name x | fails", "rm ? | via=find"],
+        [],
+    ),
+    # xargs reads the whole file name after --arg-file=, "=" and all
+    (
+        "xargs --arg-file=k=v.txt cat",
+        [
+            "xargs --arg-file=k=v.txt cat | redir=<k=v.txt | wrapper | fails",
+            "cat | redir=<k=v.txt | via=xargs | tail=? | fails",
+        ],
+        [],
+    ),
+    # a substitution inside arithmetic does not end the check of the rest of it
+    (
+        "echo $(( x + $(a) ))",
+        ["a", "echo ? | subs=a | fails"],
+        [("arithmetic", "arithmetic evaluates $x, whose value is not a known number")],
+    ),
+    # $'..' text in arithmetic is evaluated like any other text
+    ("[[ $'x' -eq 1 ]]", [], [("arithmetic", "arithmetic evaluates the text \"$'x'\"")]),
+    # an element assignment sets the array's own name, cut at the first "["
+    (
+        "a[${b[1]}]=5; echo $a",
+        ["echo 5 | fails"],
+        [("arithmetic", "arithmetic evaluates $b, whose value is not a known number")],
+    ),
+    ("a[\\[]=5; echo $a", ["echo 5 | fails"], []),
+    # a comment after the here-doc operator is not an argument of the command
+    ("cat <<EOF # c\nx\nEOF", ["cat | in='x\\n' | fails"], []),
+    # what follows the here-doc operator (a pipeline, a list, a redirected statement) runs
+    ("cat <<EOF | sh\nx\nEOF", ["cat | in='x\\n'", "sh"], []),
+    ("cat <<EOF && rm x\ny\nEOF", ["cat | in='y\\n'", "rm x"], []),
+    ("cat <<EOF && rm x > f\ny\nEOF", ["cat | in='y\\n'", "rm x | redir=>f"], []),
+    ("cat <<EOF && a && b\nx\nEOF", ["cat | in='x\\n'", "a", "b"], []),
+    # text tree-sitter cannot read right after the operator is reported, not an argument
+    (
+        "cat <<EOF $ }\na\nEOF",
+        ["cat | in='' | fails"],
+        [("unparseable", "cannot parse near '$ }\\na'")],
+    ),
+    # a here-doc inside text tree-sitter cannot read still feeds its command
+    (
+        "cat <<EOF function } \n EOF <( fi =\na\nEOF",
+        ["cat function } | in=''", "fi =", "a", "EOF"],
+        [("unparseable", "cannot parse near 'cat <<EOF function } \\n EOF <( fi =\\na\\nEOF'")],
+    ),
+    # a brace word tree-sitter split is reported as unparseable (the policy asks)
+    ("cat {\\.env,x}", ["cat { .env,x} | fails"], [("unparseable", "cannot read the word at '{'")]),
+]
+
+
+@pytest.mark.parametrize(("line", "cmds", "issues"), EDGES)
+def test_edges(line: str, cmds: list[str], issues: list[tuple[str, str]]) -> None:
+    assert facts(line) == (cmds, issues)
+
+
+def test_an_escaped_character_in_braces_is_skipped_alone() -> None:
+    assert expand_braces("{x\\a,b}") == ["x\\a", "b"]
+
+
+def test_env_without_a_directory_option_keeps_the_directory_as_given() -> None:
+    # ``-c`` is no option of env: the command runs in the caller's directory, unchanged
+    cmds = parse("env -c x ls", cwd="/w/", home=HOME).cmds
+    assert [(c.argv, c.cwd) for c in cmds] == [
+        (["env", "-c", "x", "ls"], "/w/"),
+        (["x", "ls"], "/w/"),
+    ]

@@ -239,6 +239,11 @@ def test_a_version_is_read_whatever_the_exit_status(base: Path) -> None:
     assert _bwrap._version(_script(base / "v", "echo 'bwrap 0.9.1'; exit 1")) == (0, 9, 1)
 
 
+def test_the_version_is_asked_with_the_version_option(base: Path) -> None:
+    body = 'if [ "$*" = --version ]; then echo "bwrap 0.9.2"; else echo "bwrap 1.2.3"; fi'
+    assert _bwrap._version(_script(base / "v", body)) == (0, 9, 2)
+
+
 def test_a_version_on_stderr_or_a_missing_binary_is_no_version(base: Path) -> None:
     assert _bwrap._version(_script(base / "v", "echo 'bwrap 0.11.0' >&2")) is None
     assert _bwrap._version(str(base / "missing")) is None
@@ -570,6 +575,9 @@ def test_probe_bwrap_reports_why_a_binary_does_not_work(base: Path) -> None:
     body = f'for a; do [ "$p" = --json-status-fd ] && {status}; p=$a; done\n'
     exits = BwrapBinary(_script(base / "b2", body + "echo ' boom ' >&2; exit 3"), (0, 9, 0), "PATH")
     assert probe_bwrap(exits, ME, config()) == "bwrap exited 3: boom"
+    bad = BwrapBinary(_script(base / "b3", body + r"printf 'bad \377 byte' >&2; exit 4"),
+                      (0, 9, 0), "PATH")  # fmt: skip
+    assert probe_bwrap(bad, ME, config()) == "bwrap exited 4: bad \ufffd byte"
 
 
 def test_probe_bwrap_runs_true_in_a_private_dir_others_cannot_write(

@@ -7,6 +7,7 @@ deleted file is kept until commit, and pruning that must stop at the root.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -449,3 +450,92 @@ def test_a_stash_already_gone_does_not_fail_the_commit(
     tx.delete(workdir / "gone.txt")
     tx.commit()
     assert _all(workdir) == {}
+
+
+# -- session-4 survivors ------------------------------------------------------------------------
+
+
+def test_every_new_content_is_written_before_any_file_changes(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (workdir / "a.txt").write_text("a")
+    (workdir / "b.txt").write_text("b")
+    before = _tree(workdir)
+    renames = _fail_at(monkeypatch, 0)  # records every rename, fails none
+    real = _atomic._write_temp
+
+    def full(path: Path, data: bytes, mode: int) -> None:
+        if data == b"B":
+            raise OSError(28, "No space left on device", str(path))
+        real(path, data, mode)
+
+    monkeypatch.setattr(_atomic, "_write_temp", full)
+    tx = FileTransaction(workdir)
+    tx.delete(workdir / "a.txt")
+    tx.write(workdir / "new" / "x.txt", b"x")  # its directory is made at swap time
+    tx.write(workdir / "b.txt", b"B")
+    with pytest.raises(WorkspaceError) as err:
+        tx.commit()
+    assert err.value.code == "workspace.write_failed"
+    assert renames == []  # the disk filled up before anything in the workspace moved
+    assert _tree(workdir) == before
+
+
+def test_a_commits_files_in_flight_are_the_ones_checkpoints_ignore(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fnmatch import fnmatchcase
+
+    from keel.workspace._git import EXCLUDES
+
+    ignored = [ln for ln in EXCLUDES.splitlines() if ln.startswith(".*")]
+    (workdir / "a.txt").write_text("old")
+    real = _atomic._replace
+    seen: list[str] = []
+
+    def replace(src: Path, dst: Path) -> None:
+        seen.extend(p.name for p in workdir.iterdir() if p.name not in ("a.txt", "b.txt"))
+        real(src, dst)
+
+    monkeypatch.setattr(_atomic, "_replace", replace)
+    tx = FileTransaction(workdir)
+    tx.write(workdir / "a.txt", b"new")  # the old one is kept aside until the commit ends
+    tx.write(workdir / "b.txt", b"b")
+    tx.commit()
+    assert any(".keel-bak-" in name for name in seen)
+    assert [n for n in seen if not any(fnmatchcase(n, p) for p in ignored)] == []
+
+
+def test_cleaning_up_a_failed_commit_goes_on_past_what_it_cannot_remove(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    (workdir / "gone.txt").write_text("g")
+    stash: list[Path] = []
+
+    def strays() -> None:  # two files nobody can account for land in the stash
+        [found] = [p for p in workdir.iterdir() if p.name.startswith(".keel-txn-")]
+        stash.append(found)
+        (found / "p").write_text("p")
+        (found / "q").write_text("q")
+
+    _fail_at(monkeypatch, 2, before=strays)
+    real_unlink = os.unlink
+    refused: list[str] = []
+
+    def unlink(path: Any, *, dir_fd: int | None = None) -> None:
+        if dir_fd is not None and not refused:  # the first file removed from the stash
+            refused.append(str(path))
+            raise PermissionError(1, "Operation not permitted", str(path))
+        real_unlink(path, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    tx = FileTransaction(workdir)
+    tx.delete(workdir / "gone.txt")
+    tx.write(workdir / "new.txt", b"n")
+    with pytest.raises(WorkspaceError):
+        tx.commit()
+    monkeypatch.undo()
+    assert (workdir / "gone.txt").read_text() == "g" and not (workdir / "new.txt").exists()
+    assert sorted(p.name for p in stash[0].iterdir()) == refused  # only what could not go

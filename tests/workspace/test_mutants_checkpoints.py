@@ -34,6 +34,7 @@ from keel.workspace import (
     checkpoint_payload,
 )
 from keel.workspace.checkpoints import (
+    FileChange,
     _agent_intervals,
     _change,
     _Entry,
@@ -892,3 +893,94 @@ def test_a_held_store_bounds_the_wait(workdir: Path) -> None:
     finally:
         _lock.release(fd)
     assert len(cps.history()) == 1
+
+
+# -- session-4 survivors ------------------------------------------------------------------------
+
+
+def test_a_copy_in_a_diff_is_reported_as_a_rename_from_its_source() -> None:
+    copy = _Entry("copy.txt", "C", "100644", "a" * 40, "100644", "src.txt")
+    assert _change(copy) == FileChange("copy.txt", "renamed", "src.txt")
+
+
+def test_a_stale_git_lock_is_journaled_with_every_field(workdir: Path) -> None:
+    root = ws(workdir)
+    journal = MemoryJournal()
+    cps = Checkpoints(root, journal)
+    cps.create()
+    lock = cps.git_dir / "keel-index.lock"
+    lock.write_text("")
+    os.utime(lock, (time.time() - 120, time.time() - 120))
+    cps.create(session_id="s")
+    (item,) = cps.recovered
+    (event,) = [e for e in journal.events() if e.kind == "error"]
+    assert event.session_id == "s"
+    assert event.payload.data == {  # pyright: ignore[reportAttributeAccessIssue]
+        "event": "checkpoint.lock_recovered",
+        "message": "removed a stale git lock 'keel-index.lock' (120s old) left in the "
+        "checkpoint store by a keel process that was killed",
+        "repo": str(cps.git_dir),
+        **item.to_dict(),
+    }
+
+
+def test_a_large_files_list_a_killed_writer_left_half_written_is_cleared(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = ws(workdir)
+    cps = Checkpoints(root)
+    cps.create()
+    names = set(os.listdir(cps.git_dir))
+
+    def killed(src: str, dst: str) -> None:  # the process dies before its rename
+        raise OSError(5, "killed")
+
+    monkeypatch.setattr(os, "replace", killed)
+    monkeypatch.setattr(os, "unlink", lambda *a, **k: None)
+    with pytest.raises(OSError):
+        cps._set_large_files({"big.bin"})  # pyright: ignore[reportPrivateUsage]
+    monkeypatch.undo()
+    assert len(set(os.listdir(cps.git_dir)) - names) == 1  # its temporary file
+    cps.create()  # the next keel process clears what the dead one left
+    assert set(os.listdir(cps.git_dir)) - names <= {"keel-recovered.json"}
+
+
+def test_a_dry_run_says_exactly_what_the_rollback_does(workdir: Path, tree: TreeReader) -> None:
+    root = ws(workdir)
+    cps = Checkpoints(root)
+
+    def agent() -> None:
+        (root / "README.md").write_text("agent\n")
+        (root / "new.txt").write_text("added by the agent\n")
+
+    call(cps, "s", "t", agent)
+    (root / "notes.txt").write_text("the user's\n")
+    target = cps.resolve(session_id="s")
+    before = tree(root)
+    plan = cps.rollback(target, dry_run=True)
+    assert tree(root) == before
+    assert (plan.undo, plan.after, plan.dry_run) == (None, None, True)
+    assert (plan.restored, plan.deleted, plan.overwritten, plan.kept) == (
+        ("README.md",),
+        ("new.txt",),
+        (),
+        ("notes.txt",),
+    )
+    (root / "README.md").write_text("the user's, on top\n")
+    before = tree(root)
+    forced = cps.rollback(target, force=True, dry_run=True)
+    assert tree(root) == before and forced.dry_run
+    assert (forced.restored, forced.deleted, forced.overwritten, forced.kept) == (
+        ("README.md", "notes.txt"),
+        ("new.txt",),
+        ("README.md", "notes.txt"),
+        (),
+    )
+    done = cps.rollback(target, force=True)
+    assert not done.dry_run and done.undo is not None
+    assert (done.restored, done.deleted, done.overwritten, done.kept) == (
+        forced.restored,
+        forced.deleted,
+        forced.overwritten,
+        forced.kept,
+    )

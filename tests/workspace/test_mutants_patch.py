@@ -150,6 +150,12 @@ PARSE_ERRORS: list[tuple[str, str, str, int | None]] = [
         2,
     ),
     (
+        _codex("*** Update File: a.txt", " a", "", " b"),  # an empty line is context too
+        "patch.parse",
+        "line 2: chunk has no '+' or '-' lines",
+        2,
+    ),
+    (
         _codex("*** Update File: a.txt", "@@", "-a", "+b", "@@ def f", " a"),
         "patch.parse",
         "line 6: chunk has no '+' or '-' lines",
@@ -211,9 +217,10 @@ PARSE_ERRORS: list[tuple[str, str, str, int | None]] = [
         1,
     ),
     (
-        "diff --git a/x b/y\nrename from x\n",
+        "diff --git a/x b/y\nrename from x\n",  # no 'rename to': the names must agree
         "patch.parse",
-        "line 1: no hunks for 'y' (mode-only changes are not supported)",
+        "line 1: cannot tell which file 'diff --git a/x b/y' names: without '---'/'+++' or "
+        "rename lines, git writes one name twice, 'a/NAME b/NAME'",
         1,
     ),
     (
@@ -1434,6 +1441,8 @@ def test_an_unreadable_file_counts_as_changed(workdir: Path) -> None:
     (workdir / "a.txt").unlink()
     (workdir / "a.txt").mkdir()  # reading it now fails with IsADirectoryError
     assert plan.unchanged_on_disk() == ["a.txt"]
+    (workdir / "n.txt").mkdir()  # where nothing was, something unreadable is a change too
+    assert plan.unchanged_on_disk() == ["a.txt", "n.txt"]
 
 
 def test_a_write_failure_is_a_patch_error_that_keeps_its_context(
@@ -1564,3 +1573,27 @@ def test_an_end_of_file_chunk_changes_the_end_of_the_file(workdir: Path) -> None
     (workdir / "f").write_bytes(b"a\nb\na \n")
     apply_patch(workdir, _codex("*** Update File: f", "@@", "-a", "+A", "*** End of File"))
     assert (workdir / "f").read_bytes() == b"a\nb\nA\n"
+
+
+# -- session-4 survivors ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("header", "path"),
+    [
+        ('"a/x\\377.txt"', "x\udcff.txt"),  # git's quoting of a byte that is not UTF-8
+        ('"a/\\303\\251.txt"', "\u00e9.txt"),  # of UTF-8: the name as the user sees it
+        ('"a/x\udcff.txt"', "x\udcff.txt"),  # a patch read from bytes that are not UTF-8
+        ('"a/tab\\there.txt"', "tab\there.txt"),
+    ],
+)
+def test_a_quoted_header_path_is_unquoted_byte_for_byte(header: str, path: str) -> None:
+    new = header.replace('"a/', '"b/', 1)
+    fmt, [fp] = parse_patch(f"--- {header}\n+++ {new}\n@@ -1 +1 @@\n-a\n+b\n")
+    assert (fmt, fp.action, fp.path) == ("unified", "update", path)
+
+
+def test_a_move_by_its_headers_remembers_its_line() -> None:
+    text = "intro\n--- a/old.txt\n+++ b/new.txt\n@@ -1 +1 @@\n-a\n+b\n"
+    _, [fp] = parse_patch(text)
+    assert (fp.action, fp.path, fp.new_path, fp.line) == ("move", "old.txt", "new.txt", 2)

@@ -154,13 +154,14 @@ class CommandRules(PathRules):
         """``parse`` with a one-line memory.
 
         The guard judges a line, then asks whether it is read-only (to skip a checkpoint):
-        one tree-sitter parse serves both. Parsing reads no files, so the key is the text.
+        one tree-sitter parse serves both, moments apart: the key is the text (parsing reads
+        only the files ``source`` runs).
         """
         key = (line, cwd)
         last = self._last_parse
         if last is not None and last[0] == key:
             return last[1]
-        parsed = parse(line, cwd=self._cwd(cwd), home=self.home, cdpath=self.cdpath)
+        parsed = parse(line, cwd=self._cwd(cwd), home=self.home, cdpath=self.cdpath, root=self.root)
         self._last_parse = (key, parsed)
         return parsed
 
@@ -481,15 +482,20 @@ class CommandRules(PathRules):
         if interpreter_code(name, args, cmd.heredoc) is not None:
             return []
         script = _script_operand(cmd, name, args)
-        if script is None or cmd.cwd is None or self._check(script, "read", cmd)[0] != "allow":
+        if script is None or self._check(script, "read", cmd)[0] != "allow":
             return []
+        path = expand_home(script, self.home)
+        if not path.startswith("/"):
+            if cmd.cwd is None:
+                return []
+            path = os.path.join(cmd.cwd, path)
         try:
-            with open(os.path.join(cmd.cwd, expand_home(script, self.home)), "rb") as fh:
+            with open(path, "rb") as fh:
                 text = fh.read(SCRIPT_CAP).decode("utf-8", "replace")
         except OSError:
             return []
         for _, literal in re.findall(_CODE_STRING, text):
-            if re.search(_SECRETISH, literal) and self._check(literal, "read", cmd)[0] == "deny":
+            if re.search(_SECRETISH, literal) and self._names_secret(literal, cmd):
                 return [
                     self.level(
                         "unknown",
@@ -499,6 +505,11 @@ class CommandRules(PathRules):
                     )
                 ]
         return []
+
+    def _names_secret(self, literal: str, cmd: Cmd) -> bool:
+        """A secret-like name in a script is a secret, or relative to a directory not known."""
+        verdict = self._check(literal, "read", cmd)
+        return verdict[0] == "deny" or (cmd.cwd is None and verdict[1] == "path.dynamic")
 
     def _read(self, target: str | None, cmd: Cmd, name: str, op: str) -> list[Ruling]:
         out: list[Ruling] = []
@@ -530,13 +541,18 @@ class CommandRules(PathRules):
         return self.check_path(path, op, cmd.cwd, resolved_cwd=True, sandboxed=self.contained)
 
     def _globbed(self, target: str, cwd: str | None) -> list[str]:
-        """``target`` and, if it is a glob, the files bash would expand it to (at most 256)."""
-        if GLOB_CHARS.isdisjoint(target) or cwd is None:
+        """``target`` and, if it is a glob, the files bash would expand it to (at most 256).
+
+        A relative glob needs the directory; an absolute or ``~`` one does not.
+        """
+        if GLOB_CHARS.isdisjoint(target):
+            return [target]
+        pattern = expand_home(target, self.home)
+        if cwd is None and not pattern.startswith("/"):
             return [target]
         import glob
         import itertools
 
-        pattern = expand_home(target, self.home)
         head, tail = os.path.split(pattern)
         try:
             found = list(itertools.islice(glob.iglob(pattern, root_dir=cwd), 256))
@@ -726,11 +742,12 @@ def _runs_dynamic_code(cmd: Cmd, name: str, args: list[str | None]) -> bool:
 
 
 def _script_operand(cmd: Cmd, name: str, args: list[str | None]) -> str | None:
-    """The script file a command runs: ``python x.py``, ``bash x.sh``, ``./x``; else None."""
+    """The script file a command runs: ``python x.py``, ``bash x.sh``, ``./x``, ``/ws/x``."""
     raw = cmd.name or ""
-    if "/" in raw and not raw.startswith("/"):
-        return raw
-    if name not in INTERPRETERS and name not in SHELLS:
+    interpreter = name in INTERPRETERS or name in SHELLS
+    if "/" in raw and not (interpreter and raw.startswith("/")):
+        return raw  # ``/usr/bin/python x.py`` runs x.py; ``./python`` runs itself
+    if not interpreter:
         return None
     for a in args:
         if a is None or a in ("-m", "-c", "-e", "-"):

@@ -211,6 +211,13 @@ _GIT_GLOBAL_FLAGS = frozenset(
         "--no-optional-locks",
     }
 )
+GIT_GLOBAL_VALUES = frozenset(
+    {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--config-env",
+     "--shallow-file", "--attr-source"}
+)  # fmt: skip
+"""git's options before the subcommand that take the next word as their value (git.c reads
+them exactly, never abbreviated; ``--exec-path`` and ``--list-cmds`` take theirs only after
+``=``; ``--attr-source`` is newer than git 2.39, which refuses it)."""
 _PY_FLAGS = frozenset({"-u", "-B", "-O", "-OO", "-I", "-E", "-s", "-S", "-q", "-b", "-bb"})
 
 
@@ -364,7 +371,7 @@ def git_subcommand(args: list[str | None]) -> tuple[str | None, list[str | None]
     i = 0
     while i < len(args):
         a = args[i]
-        if a in ("-C", "-c", "--git-dir", "--work-tree", "--namespace"):
+        if a in GIT_GLOBAL_VALUES:
             i += 2
             continue
         if a is not None and a.startswith("-"):
@@ -372,6 +379,120 @@ def git_subcommand(args: list[str | None]) -> tuple[str | None, list[str | None]
             continue
         return a, args[i + 1 :]
     return None, []
+
+
+_GIT_VALUES: dict[str, frozenset[str]] = {
+    "clone": frozenset(
+        {"-j", "--jobs", "--template", "--reference", "--reference-if-able", "-o", "--origin",
+         "-b", "--branch", "-u", "--upload-pack", "--depth", "--shallow-since",
+         "--shallow-exclude", "--separate-git-dir", "-c", "--config", "--server-option",
+         "--filter", "--bundle-uri"}
+    ),
+    "fetch": frozenset(
+        {"--upload-pack", "-j", "--jobs", "--depth", "--shallow-since", "--shallow-exclude",
+         "--deepen", "--submodule-prefix", "--recurse-submodules-default", "--refmap", "-o",
+         "--server-option", "--negotiation-tip", "--filter"}
+    ),
+    "pull": frozenset(
+        {"--cleanup", "-s", "--strategy", "-X", "--strategy-option", "--upload-pack",
+         "--depth", "--shallow-since", "--shallow-exclude", "--deepen", "--refmap", "-o",
+         "--server-option", "--negotiation-tip"}
+    ),
+    "push": frozenset(
+        {"--repo", "--recurse-submodules", "--receive-pack", "--exec", "-o", "--push-option"}
+    ),
+    "ls-remote": frozenset({"--upload-pack", "--exec", "--sort", "-o", "--server-option"}),
+    "archive": frozenset(
+        {"--format", "--prefix", "--add-file", "--add-virtual-file", "-o", "--output",
+         "--remote", "--exec"}
+    ),
+    "remote add": frozenset({"-t", "--track", "-m", "--master"}),
+    "worktree add": frozenset({"-b", "-B", "--reason"}),
+    "submodule add": frozenset({"-b", "--branch", "--reference", "--name", "--depth"}),
+}  # fmt: skip
+"""The options of git subcommands that take the next word as their value (``git SUB -h``,
+git 2.39); an option with an optional value (``pull -j``, ``remote add --mirror``) takes it
+only after ``=``. ``remote``, ``worktree`` and ``submodule`` are keyed with their action."""
+_GIT_ACTIONS = frozenset({"remote", "worktree", "submodule"})
+_GIT_EXACT_FLAGS = frozenset({"--recurse-submodules"})
+"""Long options without a value that begin another option's name (``fetch
+--recurse-submodules-default``): git takes an exact name as itself, not as an abbreviation."""
+
+
+def git_operands(sub: str | None, rest: list[str | None]) -> list[str | None]:
+    """The operands of ``git SUB REST`` as git's option parser finds them.
+
+    For ``remote``, ``worktree`` and ``submodule`` the first operand is the action (``add``)
+    and the rest are the action's (``worktree add -b B PATH C`` gives ``[add, PATH, C]``).
+    """
+    values, words = _git_words(sub, rest)
+    return positional(words, values)
+
+
+def git_option_values(sub: str | None, rest: list[str | None], *names: str) -> list[str | None]:
+    """The values ``git SUB REST`` gives the long options ``names``, in any spelling."""
+    _, words = _git_words(sub, rest)
+    out: list[str | None] = []
+    for i, a in enumerate(words):
+        if a in names:
+            out.append(words[i + 1] if i + 1 < len(words) else None)
+        elif a is not None and a.partition("=")[0] in names and "=" in a:
+            out.append(a.partition("=")[2])
+    return out
+
+
+def _git_slot(pos: list[str | None], i: int) -> list[str | None]:
+    """Operand ``i`` of a git command.
+
+    When a word known only at run time comes at or before it (it may be an option that takes
+    the next word, or no word, or several), every operand after that word, and ``None``.
+    """
+    if None not in pos[: i + 1]:
+        return pos[i : i + 1]
+    return [*pos[pos.index(None) + 1 :], None]
+
+
+def _git_words(sub: str | None, rest: list[str | None]) -> tuple[frozenset[str], list[str | None]]:
+    """The value options of ``git SUB`` and ``rest`` with git's shorthands spelt out.
+
+    git's parser takes a unique abbreviation of a long option (``--orig`` is ``--origin``)
+    and a bundle of short ones (``-qo up`` is ``-q -o up``, ``-oup`` is ``-o up``); after
+    ``--`` (or ``--end-of-options``) every word is an operand. The action of ``remote``,
+    ``worktree`` and ``submodule`` is kept as the first word.
+    """
+    key, head = sub or "", []
+    if sub in _GIT_ACTIONS:
+        at = next((i for i, a in enumerate(rest) if a is None or not a.startswith("-")), None)
+        if at is None:
+            return frozenset(), []
+        key, head, rest = f"{sub} {rest[at]}", [rest[at]], rest[at + 1 :]
+    values = _GIT_VALUES.get(key, frozenset())
+    words: list[str | None] = head
+    for i, a in enumerate(rest):
+        if a in ("--", "--end-of-options"):
+            return values, [*words, "--", *rest[i + 1 :]]
+        words.append(a if a is None else _git_spelt_out(a, values))
+    return values, words
+
+
+def _git_spelt_out(word: str, values: frozenset[str]) -> str:
+    """One option word in full.
+
+    An abbreviated value option by its name; a bundle of short options ending in one that
+    takes a value by that option (which then takes the next word).
+    """
+    if word in values or not word.startswith("-") or word == "-":
+        return word
+    if word.startswith("--"):
+        name, eq, value = word.partition("=")
+        if name in values or name in _GIT_EXACT_FLAGS or len(name) < 3:
+            return word
+        full = sorted(v for v in values if v.startswith(name))
+        return f"{full[0]}{eq}{value}" if full else word  # several: git refuses the line
+    for i, letter in enumerate(word[1:], 2):
+        if f"-{letter}" in values:
+            return f"-{letter}" if i == len(word) else word  # else the value is glued on
+    return word
 
 
 def _git_risks(name: str, args: list[str | None]) -> list[Risk]:
@@ -415,7 +536,7 @@ def _git_risks(name: str, args: list[str | None]) -> list[Risk]:
 
 def _push_risks(rest: list[str | None], words: list[str], flags: str) -> list[Risk]:
     """Force pushes (any spelling, any order) and deleting remote branches."""
-    refspecs = positional(rest, frozenset({"--repo", "-o", "--push-option", "--receive-pack"}))[1:]
+    refspecs = git_operands("push", rest)[1:]
     if (
         "f" in flags
         or any(w.startswith(("--force", "--mirror")) for w in words)
@@ -677,27 +798,16 @@ def git_writes(args: list[str | None]) -> list[str | None]:
             )
         case "rm" | "mv" | "clean":
             targets = positional(rest)
-        case "clone":
-            pos = positional(
-                rest,
-                frozenset(
-                    {
-                        "-o",
-                        "--origin",
-                        "-b",
-                        "--branch",
-                        "--depth",
-                        "-j",
-                        "--reference",
-                        "-c",
-                        "--config",
-                    }
-                ),
-            )
-            targets = pos[1:2]
-        case "worktree" | "submodule":
-            pos = positional(rest, frozenset({"-b", "-B", "--reason", "--name", "--depth"}))
+        case "clone":  # clone [OPTIONS] REPO [DIR], and its --separate-git-dir
+            targets = _git_slot(git_operands(sub, rest), 1)
+            targets += git_option_values(sub, rest, "--separate-git-dir")
+        case "worktree":  # worktree add [OPTIONS] PATH [COMMIT]
+            pos = git_operands(sub, rest)
+            targets = _git_slot(pos, 1) if pos[:1] in (["add"], [None]) else []
+        case "submodule":  # submodule add [OPTIONS] URL [PATH]
+            pos = git_operands(sub, rest)
             targets = pos[-1:] if pos[:1] == ["add"] and len(pos) > 1 else []
+            targets = _git_slot(pos, 1) if pos[:1] == [None] else targets
         case _:
             targets = []
     return [None if t is None or base is None else _join(base, t) for t in targets]
@@ -709,7 +819,7 @@ def _git_base(args: list[str | None]) -> str | None:
     i = 0
     while i < len(args):
         a = args[i]
-        if a in ("-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"):
+        if a in GIT_GLOBAL_VALUES:
             value = args[i + 1] if i + 1 < len(args) else None
             if a == "-C" and value is None:
                 return None
@@ -926,34 +1036,16 @@ _GIT_REMOTE_SUBS = frozenset({"clone", "fetch", "pull", "push", "ls-remote", "ar
 def _git_hosts(args: list[str | None]) -> list[str | None]:
     """The host of the repository a git command names (never of a refspec such as a:b)."""
     sub, rest = git_subcommand(args)
-    pos = positional(
-        rest,
-        frozenset(
-            {
-                "-o",
-                "--origin",
-                "-b",
-                "--branch",
-                "--depth",
-                "-j",
-                "--reference",
-                "--separate-git-dir",
-                "--upload-pack",
-                "--receive-pack",
-                "--repo",
-                "--remote",
-                "--jobs",
-            }
-        ),
-    )
+    pos = git_operands(sub, rest)
     repo: list[str | None] = []
     if sub in _GIT_REMOTE_SUBS:
-        repo = pos[:1]
-        repo += [a.split("=", 1)[1] for a in rest if a and a.startswith(("--repo=", "--remote="))]
+        repo = _git_slot(pos, 0) + git_option_values(sub, rest, "--repo", "--remote")
     elif sub == "remote" and pos[:1] in (["add"], ["set-url"]):
-        repo = pos[2:3] if pos[:1] == ["add"] else pos[-1:]
+        repo = _git_slot(pos, 2)  # add NAME URL; set-url NAME NEWURL [OLDURL] (a pattern)
     elif sub == "submodule" and pos[:1] == ["add"]:
-        repo = pos[1:2]
+        repo = _git_slot(pos, 1)
+    elif sub in ("remote", "submodule") and pos[:1] == [None]:
+        repo = _git_slot(pos, 1)  # an action known only at run time: any operand may be a URL
     out: list[str | None] = []
     for a in repo:
         if a is None:

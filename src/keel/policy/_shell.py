@@ -6,7 +6,15 @@ walker resolves words it can (quotes, ``$'..'``, variables assigned literally ea
 the line, ``$HOME``), marks the rest as dynamic (``None``), follows ``cd``, pipelines,
 redirects, here-docs, functions and substitutions, and unwraps wrappers (``sudo``, ``env``,
 ``timeout``, ``xargs``, ``bash -c``, ``eval``, ``find -exec`` ...), so every simple command
-that would run is judged on its own.
+that would run is judged on its own. What runs in a subshell (``( .. )``, a pipeline stage,
+``&``, ``$( .. )``, ``<( .. )``) changes no directory or variable for what follows; a
+``{ ..; }`` group does. A ``cd`` moves only what runs where it ran: it may fail (its
+directory does not exist now: ``probe``) or not run at all (right of ``&&``/``||``, in an
+``if``, a loop or a ``case`` branch); later commands run where every way there agrees, or in
+a directory only known at run time. ``builtin``, ``command``, ``time`` and ``eval`` run
+``cd`` in the shell itself; ``source FILE`` runs FILE's text there: keel walks it when it is a
+small workspace file nothing earlier on the line can have written, else the directory after
+it is only known at run time.
 
 What it cannot resolve it reports as an issue, never as harmless: arithmetic that evaluates a
 variable it does not know (``$((x))``, ``[[ $x -eq 1 ]]``, ``declare -i``, array subscripts:
@@ -23,10 +31,16 @@ import os
 import re
 
 from keel.policy import _env
+from keel.policy._paths import inside
 
 TYPE_CHECKING = False  # typing costs 3 ms to import on the hook path
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tree_sitter import Node, Parser
+
+    _State = tuple[str | None, dict[str, str | None], set[str], bool]
+    _Branch = tuple[_State, _State, bool, bool]
 
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 -_./=:,+@%")
 RESERVED = frozenset(
@@ -80,6 +94,25 @@ _NUMERIC_VARS = frozenset(
 )
 MAX_BRACE_WORDS = 256
 _PARSER: list[Parser] = []
+_DIR_BUILTINS = frozenset({"cd", "pushd", "popd"})
+_CD_FLAGS = frozenset("LPe@")
+_STACK_ROTATION = r"^[+-]\d+$"
+_BRANCHING = frozenset({"command", "list", "negated_command", "redirected_statement"})
+"""Statements whose success and failure may leave the shell in different states."""
+_MAX_ROUNDS = 8
+_ROUND_BUDGET = 256
+_FALLS_THROUGH = frozenset({";&", ";;&"})
+MAX_SOURCE_DEPTH = 4
+"""``source`` inside a sourced file inside ...: deeper, the directory is unknown."""
+MAX_SOURCE_BYTES = 64 * 1024
+_INERT = frozenset(
+    {"cd", "pushd", "popd", "true", "false", ":", "echo", "printf", "pwd", "test", "["}
+)
+"""Commands that write no file (without a redirect that does): a later ``source`` may trust
+that the file it reads is the one keel reads now."""
+_SOURCE_SPOILERS = frozenset({"alias", "trap", "enable", "return"})
+"""In a sourced file these change what later text runs (an alias, a DEBUG trap, a loadable
+builtin) or end the file early (``return``): keel does not follow them."""
 
 
 class Cmd:
@@ -126,13 +159,23 @@ class Cmd:
 class Parsed:
     """Simple commands of a line plus what could not be understood (kind, detail)."""
 
-    __slots__ = ("cdpath", "cmds", "issues")
+    __slots__ = ("cdpath", "cmds", "end", "fresh", "issues", "probe", "root", "sources")
 
-    def __init__(self, cdpath: bool = False) -> None:
+    def __init__(self, cdpath: bool = False, probe: bool = True) -> None:
         self.cmds: list[Cmd] = []
         self.issues: list[tuple[str, str]] = []
         self.cdpath = cdpath
         """``CDPATH`` is set: a ``cd`` to a bare name goes somewhere only known at run time."""
+        self.probe = probe
+        """A ``cd`` to a directory that does not exist (or cannot be entered) now fails."""
+        self.end: _State = (None, {}, set(), cdpath)
+        """The shell after the line: directory, variables it set, integer variables, CDPATH."""
+        self.root: str | None = None
+        """The workspace: a file ``source`` reads is walked only from inside it."""
+        self.sources = 0
+        """How many ``source`` commands this text is nested in."""
+        self.fresh = True
+        """Nothing ran before this text that can have written a file."""
 
 
 def fast_split(line: str) -> list[str] | None:
@@ -145,28 +188,51 @@ def fast_split(line: str) -> list[str] | None:
     return words
 
 
-def parse(line: str, *, cwd: str | None, home: str, depth: int = 0, cdpath: bool = False) -> Parsed:
+def parse(
+    line: str,
+    *,
+    cwd: str | None,
+    home: str,
+    depth: int = 0,
+    cdpath: bool = False,
+    probe: bool = True,
+    root: str | None = None,
+    sources: int = 0,
+    fresh: bool = True,
+) -> Parsed:
     """Every simple command of ``line``, wrappers unwrapped.
 
     ``cdpath``: ``CDPATH`` is set, so ``cd NAME`` may go elsewhere than ``./NAME``.
+    ``probe``: look at the file system, where a ``cd`` to a directory that is not there fails
+    (false: every directory is taken to exist).
+    ``root``: the workspace; ``source FILE`` of a file inside it is walked for the directory
+    and variables it leaves (without a root, or outside it, they are only known at run time).
+    ``sources``: ``source`` commands the text is nested in; ``fresh``: nothing ran before it
+    that can have written a file.
     """
-    out = Parsed(cdpath)
+    out = Parsed(cdpath, probe)
+    out.root, out.sources, out.fresh = root, sources, fresh
+    walker = _Walker(out, cwd, home, depth)
+    walker.cdpath = cdpath
     words = fast_split(line)
     if words is not None:
         cmd = Cmd(list(words), cwd)
         cmd.fails_line = True  # the line is this one command
+        walker.follow_cd(cmd)
+        out.end = walker.state()
         _expand(cmd, out, home, depth)
         return out
+    out.end = walker.state()
     if not line.strip():
         return out
     if depth > MAX_DEPTH:
         out.issues.append(("unparseable", "commands nested too deeply"))
+        out.end = (None, {}, set(), True)
         return out
-    walker = _Walker(out, cwd, home, depth)
-    walker.cdpath = cdpath
     tree = _parser().parse(line.encode("utf-8", "surrogateescape"))
     walker.walk(tree.root_node)
     out.cdpath = walker.cdpath
+    out.end = walker.state()
     for cmd in walker.produced_all:
         _expand(cmd, out, home, depth)
     return out
@@ -240,6 +306,139 @@ def _glued(node: Node) -> bool:
     return after is not None and after.is_named and after.start_byte == node.end_byte
 
 
+def _dropped(command: Node) -> list[str]:
+    """Words tree-sitter leaves out of a command before its redirect.
+
+    The ``-`` of ``cat - 2>x`` or ``python3 - <<EOF`` is in no node.
+    """
+    node = command
+    while node.next_sibling is None and node.parent is not None:
+        node = node.parent  # the last command of a list or pipeline the redirect follows
+    parent, after = node.parent, node.next_sibling
+    if parent is None or after is None or parent.type != "redirected_statement":
+        return []
+    text = parent.text or b""
+    gap = text[command.end_byte - parent.start_byte : after.start_byte - parent.start_byte]
+    return gap.replace(b"\\\n", b" ").decode("utf-8", "surrogateescape").split()
+
+
+def _operands(node: Node) -> tuple[Node, Node, Node] | None:
+    """A list's left operand, ``&&``/``||`` and right operand."""
+    parts = [c for c in node.children if c.type not in _NOT_STATEMENTS]
+    if len(parts) != 3 or parts[1].type not in ("&&", "||"):
+        return None
+    return parts[0], parts[1], parts[2]
+
+
+def _key(node: Node) -> tuple[int, int, str]:
+    return node.start_byte, node.end_byte, node.type
+
+
+def _backgrounded(node: Node) -> bool:
+    """``node &``: bash runs it in an asynchronous subshell."""
+    after = node.next_sibling
+    return node.is_named and after is not None and after.type == "&"
+
+
+def _cd_words(args: list[str | None]) -> tuple[list[str], list[str | None]]:
+    """``cd``'s options and operands: options end at ``--`` or the first operand; ``-`` is one."""
+    for i, a in enumerate(args):
+        if a == "--":
+            return [w for w in args[:i] if w is not None], args[i + 1 :]
+        if a is None or not a.startswith("-") or a == "-":
+            return [w for w in args[:i] if w is not None], args[i:]
+    return [w for w in args if w is not None], []
+
+
+def _in_shell(argv: list[str | None], *, reserved: bool) -> list[str | None] | None:
+    """The command the shell itself runs for ``argv``, through ``time``, ``builtin``, ``command``.
+
+    ``reserved``: nothing comes before the name, so ``time`` is bash's keyword (after an
+    assignment or a redirect it is ``/usr/bin/time``). ``None``: nothing runs in the shell
+    (``command -v``, an option these do not take).
+    """
+    i = 0
+    while reserved and i < len(argv) and argv[i] == "time":
+        i += 1
+        i += i < len(argv) and argv[i] == "-p"
+        i += i < len(argv) and argv[i] == "--"
+    while i < len(argv) and argv[i] in ("builtin", "command"):
+        name, i = argv[i], i + 1
+        while i < len(argv) and (argv[i] or "").startswith("-") and argv[i] != "-":
+            flag = argv[i] or ""
+            i += 1
+            if flag == "--":
+                break
+            if name == "builtin" or set(flag[1:]) - {"p"}:
+                return None  # ``command -v`` only looks; any other option is an error
+    return argv[i:]
+
+
+def _may_fail(redirects: list[tuple[str, str | None]]) -> bool:
+    """A redirect that may fail, and then the command does not run (``cd src < missing``)."""
+    return any(
+        dest != "/dev/null" and not (op.endswith("&") and dest in ("0", "1", "2", "-"))
+        for op, dest in redirects
+    )
+
+
+def _writes(redirects: list[tuple[str, str | None]]) -> bool:
+    """A redirect that may write a file (not a read, ``/dev/null`` or a descriptor copy)."""
+    return any(
+        not (
+            op == "<" or dest == "/dev/null" or (op.endswith("&") and dest in ("0", "1", "2", "-"))
+        )
+        for op, dest in redirects
+    )
+
+
+def _inert(cmd: Cmd) -> bool:
+    """``cmd`` writes no file."""
+    return cmd.name in _INERT and not _writes(cmd.redirects)
+
+
+def _sources(cmd: Cmd) -> bool:
+    """``cmd`` is ``source``/``.`` (or an ``eval`` that may be one) run by the shell itself."""
+    argv = _in_shell(cmd.argv, reserved=False)
+    return bool(argv) and argv is not None and argv[0] in ("source", ".", "eval")
+
+
+def _meet(a: _State, b: _State) -> _State:
+    """The state either of two ways leaves: what they agree on, the rest only known at run time."""
+    cwd_a, vars_a, ints_a, cdpath_a = a
+    cwd_b, vars_b, ints_b, cdpath_b = b
+    names = set(vars_a) | set(vars_b)
+    merged = {
+        n: vars_a[n] if n in vars_a and n in vars_b and vars_a[n] == vars_b[n] else None
+        for n in names
+    }
+    return cwd_a if cwd_a == cwd_b else None, merged, ints_a | ints_b, cdpath_a or cdpath_b
+
+
+def _either(ways: list[tuple[_State, bool]]) -> tuple[_State, bool]:
+    """The meet of the ways that can happen, and whether any can (else the first way's)."""
+    possible = [state for state, can in ways if can]
+    if not possible:
+        return ways[0][0], False
+    out = possible[0]
+    for state in possible[1:]:
+        out = _meet(out, state)
+    return out, True
+
+
+def _clause(node: Node) -> tuple[list[Node], list[Node]]:
+    """An ``if``/``elif`` clause's condition and body (an ``else`` clause: no condition)."""
+    cond: list[Node] = []
+    body: list[Node] = []
+    part = body if node.type == "else_clause" else cond
+    for child in node.children:
+        if child.type == "then":
+            part = body
+        elif child.is_named and child.type not in ("elif_clause", "else_clause", "comment"):
+            part.append(child)
+    return cond, body
+
+
 def _continues(heredoc: Node) -> bool:
     """``cat <<EOF | sh``: the line goes on after the here-doc's start, inside its node."""
     return any(c.type in _STATEMENTS for c in heredoc.named_children)
@@ -258,6 +457,52 @@ class _Walker:
         self.produced_all: list[Cmd] = []
         self.sub_names: list[str] = []
         self.cdpath = False
+        self.rounds = 0
+        self.swap: dict[tuple[int, int, str], Node] = {}
+        """Nodes walked as another (the right operand of a list tree-sitter grouped wrongly)."""
+        self.branch: _Branch | None = None
+        """How the statement just walked leaves the shell if it succeeds and if it fails, and
+        whether each can happen; ``None``: as it is now, either way."""
+
+    def state(self) -> _State:
+        """What a subshell may change: directory, variables, integer variables, ``CDPATH``."""
+        return self.cwd, dict(self.vars), set(self.int_vars), self.cdpath
+
+    def restore(self, saved: _State) -> None:
+        """Back to ``saved``: what ran since was in a subshell."""
+        self.cwd, vars_, int_vars, self.cdpath = saved
+        self.vars, self.int_vars = dict(vars_), set(int_vars)
+
+    def join(self, saved: _State) -> None:
+        """What ran since may or may not have changed the state: keep only what both agree on."""
+        self.restore(_meet(self.state(), saved))
+
+    def outcome(self) -> _Branch:
+        """The last statement's success and failure states (both as now, if it did not say)."""
+        if self.branch is not None:
+            return self.branch
+        now = self.state()
+        return now, now, True, True
+
+    def settle(self, success: _State, failure: _State, can_succeed: bool, can_fail: bool) -> None:
+        """Record a statement's two ways; what follows it runs where both can leave the shell."""
+        self.branch = success, failure, can_succeed, can_fail
+        either, possible = _either([(success, can_succeed), (failure, can_fail)])
+        if possible:
+            self.restore(either)
+
+    def forget(self) -> None:
+        """Code keel does not see ran in the shell: directory and variables only known then."""
+        self.cwd = None
+        self.vars = dict.fromkeys(self.vars)
+
+    def subshell(self, node: Node, *, inside: bool = False) -> list[Cmd]:
+        """Walk ``node`` (``inside``: its children) in a subshell: what it changes stays there."""
+        saved = self.state()
+        produced = self.children(node) if inside else self.walk(node)
+        self.restore(saved)
+        self.branch = None
+        return produced
 
     def issue(self, kind: str, detail: str) -> None:
         self.out.issues.append((kind, detail[:200]))
@@ -267,6 +512,14 @@ class _Walker:
 
     def walk(self, node: Node) -> list[Cmd]:
         """Walk a statement; return the commands it runs at its own level."""
+        node = self.swap.get(_key(node), node)
+        produced = self.statement(node)
+        if node.type not in _BRANCHING:
+            self.branch = None
+        return produced
+
+    def statement(self, node: Node) -> list[Cmd]:
+        """``walk`` without forgetting the statement's success and failure states."""
         if node.type == "ERROR" or node.is_missing:
             self.cannot_parse(node)
         match node.type:
@@ -289,18 +542,21 @@ class _Walker:
                 return []
             case "function_definition":
                 return self.function(node)
-            case "for_statement":
-                var = node.child_by_field_name("variable")
-                if var is not None:
-                    self.vars[_text(var)] = None
-                return self.children(node)
-            case "c_style_for_statement":
-                for child in node.children:
-                    if child.type == "variable_assignment":
-                        self.assign(child)
-                    elif child.type not in ("do_group", "compound_statement"):
-                        self.arith(child, walk_subs=False)
-                return self.children(node)
+            case "subshell":
+                return self.subshell(node, inside=True)
+            case "list":
+                return self.and_or(node)
+            case "negated_command":
+                produced = self.children(node)
+                success, failure, can_succeed, can_fail = self.outcome()
+                self.branch = failure, success, can_fail, can_succeed
+                return produced
+            case "if_statement":
+                return self.if_statement(node)
+            case "case_statement":
+                return self.case_statement(node)
+            case "for_statement" | "c_style_for_statement" | "while_statement":
+                return self.loop(node)
             case "compound_statement" if node.children and node.children[0].type == "((":
                 self.arith(node)
                 return []
@@ -316,23 +572,159 @@ class _Walker:
                 return self.children(node)
 
     def children(self, node: Node) -> list[Cmd]:
+        return self.sequence(node.children)
+
+    def sequence(self, nodes: list[Node]) -> list[Cmd]:
+        """Walk statements one after the other."""
         out: list[Cmd] = []
-        for child in node.children:
+        for child in nodes:
             if child.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
                 self.redirect(child, out)
+            elif _backgrounded(child):
+                out.extend(self.subshell(child))  # ``cd a & b``: an asynchronous subshell
             elif child.is_named or child.type == "ERROR":
                 out.extend(self.walk(child))
         return out
 
     def substitution(self, node: Node) -> None:
         """Walk ``$(..)``/``<(..)``; the names of what runs inside go to the enclosing command."""
-        saved_cwd = self.cwd
-        produced = self.children(node)
-        for c in produced:
+        for c in self.subshell(node, inside=True):
             if c.name:
                 self.sub_names.append(c.name)
             self.sub_names.extend(c.sub_names)
-        self.cwd = saved_cwd
+
+    def and_or(self, node: Node, last: Callable[[Node], list[Cmd]] | None = None) -> list[Cmd]:
+        """``L && R`` / ``L || R``: R runs from where L left the shell on success / failure.
+
+        ``last`` walks R (what tree-sitter put around the list belongs to R).
+        """
+        parts = _operands(node)
+        if parts is None:
+            saved = self.state()
+            produced = self.children(node)
+            self.join(saved)
+            self.branch = None
+            return produced
+        left, op, right = parts
+        produced = self.walk(left)
+        s1, f1, ok1, bad1 = self.outcome()
+        runs = ok1 if op.type == "&&" else bad1
+        self.restore(s1 if op.type == "&&" else f1)  # R is judged there even if it cannot run
+        produced += self.walk(right) if last is None else last(right)
+        s2, f2, ok2, bad2 = self.outcome()
+        if op.type == "&&":
+            success, can_succeed = s2, runs and ok2
+            failure, can_fail = _either([(f1, bad1), (f2, runs and bad2)])
+        else:
+            success, can_succeed = _either([(s1, ok1), (s2, runs and ok2)])
+            failure, can_fail = f2, runs and bad2
+        self.settle(success, failure, can_succeed, can_fail)
+        return produced
+
+    def if_statement(self, node: Node) -> list[Cmd]:
+        """Each body runs from where its condition succeeded; the ``if`` ends where one did."""
+        produced: list[Cmd] = []
+        ends: list[tuple[_State, bool]] = []
+        reached = True  # this clause's condition runs
+        for clause in [node, *(c for c in node.children if c.type == "elif_clause")]:
+            cond, body = _clause(clause)
+            produced += self.sequence(cond)
+            success, failure, can_succeed, can_fail = self.outcome()
+            self.restore(success)
+            produced += self.body(body, ends, reached and can_succeed)
+            self.restore(failure)
+            reached = reached and can_fail
+        otherwise = [c for c in node.children if c.type == "else_clause"]
+        if otherwise:
+            produced += self.body(_clause(otherwise[0])[1], ends, reached)
+        else:
+            ends.append((self.state(), reached))  # every condition failed
+        self.restore(_either(ends)[0])
+        return produced
+
+    def body(self, nodes: list[Node], ends: list[tuple[_State, bool]], runs: bool) -> list[Cmd]:
+        """Walk a branch's body; add where it ends, if it runs and does not ``exit``."""
+        self.branch = None
+        produced = self.sequence(nodes)
+        _, _, ok, bad = self.outcome()
+        ends.append((self.state(), runs and (ok or bad)))
+        return produced
+
+    def case_statement(self, node: Node) -> list[Cmd]:
+        """Each branch runs from the start (or, after ``;&``, from where the one before ended)."""
+        produced: list[Cmd] = []
+        items = [c for c in node.children if c.type == "case_item"]
+        produced += self.sequence([c for c in node.children if c.type != "case_item"])
+        start = self.state()
+        ends: list[tuple[_State, bool]] = [(start, True)]  # no pattern matches
+        for item in items:
+            produced += self.children(item)
+            ends.append((self.state(), True))
+            if any(c.type in _FALLS_THROUGH for c in item.children):
+                self.restore(_meet(start, self.state()))
+            else:
+                self.restore(start)
+        self.restore(_either(ends)[0])
+        return produced
+
+    def loop(self, node: Node) -> list[Cmd]:
+        """A loop's body runs any number of times: walk it from where every round may start.
+
+        The first round starts where the loop does; while a round ends elsewhere, the rounds
+        start where both agree and the body is walked again (its commands and issues from the
+        round before dropped). The loop ends where a round may start or its condition fail.
+        """
+        marks = len(self.produced_all), len(self.out.issues)
+        head = self.state()
+        produced: list[Cmd] = []
+        stop, settled = head, False
+        for _ in range(_MAX_ROUNDS):
+            if self.rounds >= _ROUND_BUDGET:  # nested loops: bound the work
+                break
+            self.rounds += 1
+            self.restore(head)
+            produced, stop = self.round(node)
+            after = _meet(head, self.state())
+            if after == head:
+                settled = True
+                break
+            head = after
+            del self.produced_all[marks[0] :]
+            del self.out.issues[marks[1] :]
+        if not settled:  # the rounds keep changing: take everything as only known at run time
+            self.restore(head)
+            self.forget()
+            self.cdpath = True
+            head = self.state()
+            produced, stop = self.round(node)
+        self.restore(_meet(head, stop))
+        self.branch = None
+        return produced
+
+    def round(self, node: Node) -> tuple[list[Cmd], _State]:
+        """One round of a loop: its commands, and where the loop ends if it stops here."""
+        if node.type == "while_statement":
+            body = node.child_by_field_name("body")
+            cond = [c for c in node.children if c.is_named and c != body and c.type != "comment"]
+            produced = self.sequence(cond)
+            success, failure, _, _ = self.outcome()
+            go, stop = (
+                (success, failure) if node.children[0].type == "while" else (failure, success)
+            )
+            self.restore(go)
+            return produced + (self.walk(body) if body is not None else []), stop
+        if node.type == "for_statement":
+            var = node.child_by_field_name("variable")
+            if var is not None:
+                self.vars[_text(var)] = None
+        else:
+            for child in node.children:
+                if child.type == "variable_assignment":
+                    self.assign(child)
+                elif child.type not in ("do_group", "compound_statement"):
+                    self.arith(child, walk_subs=False)
+        produced = self.children(node)
+        return produced, self.state()
 
     def add(self, cmd: Cmd) -> Cmd:
         self.produced_all.append(cmd)
@@ -367,41 +759,211 @@ class _Walker:
                         # that tree-sitter split in two; what it expands to is not seen here.
                         self.issue("unparseable", f"cannot read the word at {_text(child)!r}")
                     cmd.argv.extend(self.words(child))
+        for word in _dropped(node):
+            if word != "-":
+                self.cannot_parse(node)
+            cmd.argv.append(word)
         cmd.sub_names = tuple(self.sub_names)
         cmd.fails_line = _fails_line(node)
         self.sub_names = saved
         self.add(cmd)
+        self.branch = None
         self.follow_cd(cmd)
         return [cmd]
 
     def follow_cd(self, cmd: Cmd) -> None:
-        if cmd.name not in ("cd", "pushd") or self.cwd is None:
+        """The directory after ``cd``, ``pushd`` or ``popd``, and ``$OLDPWD`` as bash sets it.
+
+        ``cd -`` goes to ``$OLDPWD``, known only when this line set it. ``popd`` and ``pushd``
+        without a directory or with ``+N``/``-N`` go to a stack keel does not keep: unknown;
+        ``-n`` changes only the stack. Two operands are an error in bash 5 (older ones take
+        the first), and so is an option ``cd`` does not have: unknown.
+
+        So do ``builtin cd``, ``command cd``, ``time cd`` and ``eval 'cd ..'`` (its text is
+        parsed here), and ``source FILE`` when keel can read FILE (``sourced``); a dynamic
+        ``eval`` or a dynamic command name run what keel does not see. A ``cd`` may fail:
+        when its directory is not there now (``probe``) or a redirect before it may fail, what
+        follows runs where both ways agree.
+        """
+        reserved = not cmd.assigns and not cmd.redirects and cmd.heredoc is None
+        argv = _in_shell(cmd.argv, reserved=reserved)
+        if not argv:
             return
-        args = [a for a in cmd.argv[1:] if a is None or not a.startswith("-")]
-        if not args:
-            self.cwd = self.home if cmd.name == "cd" else None
+        name = argv[0]
+        if name is None:
+            self.forget()
             return
-        target = args[0]
-        if target is None or target == "-":
+        if name in ("source", "."):
+            self.source(cmd, argv[1:])
+            return
+        if name == "exit":
+            now = self.state()
+            self.settle(now, now, False, False)  # nothing after it runs in this shell
+            return
+        if name == "eval":
+            self.eval_text(argv[1:], cmd)
+            return
+        if name not in _DIR_BUILTINS or self.cwd is None:
+            return
+        options, operands = _cd_words(argv[1:])
+        if name != "cd" and any("n" in o for o in options):
+            return
+        bad_option = name == "cd" and any(set(o[1:]) - _CD_FLAGS for o in options)
+        if name == "popd" or len(operands) > 1 or bad_option:
             self.cwd = None
             return
-        cdpath = self.cdpath or any(var == "CDPATH" for var, _ in cmd.assigns)
-        if cdpath and not target.startswith(("/", "./", "../", "~")) and target not in (".", ".."):
-            self.cwd = None  # CDPATH may take it anywhere
+        if name == "pushd" and (
+            not operands or any(re.match(_STACK_ROTATION, w or "") for w in [*options, *operands])
+        ):
+            self.cwd = None
             return
-        self.cwd = resolve_dir(self.cwd, target, self.home)
+        before = self.state()
+        self.vars["OLDPWD"], self.cwd = self.cwd, self.cd_target(cmd, operands)
+        fails = not self.enterable(self.cwd) or _may_fail(cmd.redirects)
+        self.settle(self.state(), before, True, fails)
+
+    def enterable(self, path: str | None) -> bool:
+        """``cd PATH`` succeeds: a directory this process may enter (any, without ``probe``)."""
+        if path is None:
+            return False
+        return not self.out.probe or (os.path.isdir(path) and os.access(path, os.X_OK))
+
+    def source(self, cmd: Cmd, args: list[str | None]) -> None:
+        """``source FILE``: the shell as FILE's text leaves it, or only known at run time."""
+        text = self.sourced(cmd, args[0] if args else None)
+        if text is None:
+            self.forget()
+            return
+        sub = parse(
+            text,
+            cwd=self.cwd,
+            home=self.home,
+            depth=self.depth + 1,
+            cdpath=self.cdpath,
+            probe=self.out.probe,
+            root=self.out.root,
+            sources=self.out.sources + 1,
+        )
+        cwd, vars_, int_vars, cdpath = sub.end
+        spoilt = any(c.name in _SOURCE_SPOILERS for c in sub.cmds)
+        if cwd is None or spoilt or "HOME" in vars_ or any(k != "env" for k, _ in sub.issues):
+            self.forget()
+            return
+        self.cwd = cwd
+        self.vars.update(vars_)
+        self.int_vars |= int_vars
+        self.cdpath = self.cdpath or cdpath
+
+    def sourced(self, cmd: Cmd, name: str | None) -> str | None:
+        """The text ``source NAME`` runs, if keel can know it now (``None``: it cannot).
+
+        NAME must name (with a ``/``: a bare name is looked up in ``$PATH`` first) a regular
+        file inside the workspace, of at most ``MAX_SOURCE_BYTES`` of UTF-8, that nothing
+        earlier on the line can have written (``unwritten``), at most ``MAX_SOURCE_DEPTH``
+        ``source`` commands deep.
+        """
+        root = self.out.root
+        if root is None or self.cwd is None or name is None or "/" not in name:
+            return None
+        if name.startswith("-") or self.out.sources >= MAX_SOURCE_DEPTH:
+            return None
+        if not self.unwritten(cmd):
+            return None
+        lexical = os.path.normpath(os.path.join(self.cwd, name))
+        real = os.path.realpath(lexical)
+        if not (inside(lexical, root) and inside(real, os.path.realpath(root))):
+            return None
+        try:
+            if not os.path.isfile(real) or os.path.getsize(real) > MAX_SOURCE_BYTES:
+                return None
+            with open(real, "rb") as f:
+                return f.read(MAX_SOURCE_BYTES + 1).decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def unwritten(self, cmd: Cmd) -> bool:
+        """Nothing before ``cmd`` on the line can have written a file, nor ``cmd``'s redirects.
+
+        Only ``_INERT`` commands without a writing redirect ran before, and nothing keel could
+        not read (an issue other than an environment variable). Nor a loop: each round may
+        write, and a file read per round of nested loops would multiply the work.
+        """
+        if not self.out.fresh or self.rounds or _writes(cmd.redirects):
+            return False
+        if any(kind != "env" for kind, _ in self.out.issues):
+            return False
+        for earlier in self.produced_all:
+            if earlier is cmd:
+                break
+            if earlier.name not in _INERT or _writes(earlier.redirects):
+                return False
+        return True
+
+    def eval_text(self, words: list[str | None], cmd: Cmd) -> None:
+        """``eval WORDS`` runs their text in this shell: the state it leaves is the line's."""
+        if any(w is None for w in words):
+            self.forget()
+            return
+        sub = parse(
+            " ".join(w for w in words if w is not None),
+            cwd=self.cwd,
+            home=self.home,
+            depth=self.depth + 1,
+            cdpath=self.cdpath,
+            probe=self.out.probe,
+            root=self.out.root,
+            sources=self.out.sources,
+            fresh=self.unwritten(cmd),
+        )
+        cwd, vars_, int_vars, cdpath = sub.end
+        self.cwd = cwd
+        self.vars.update(vars_)
+        self.int_vars |= int_vars
+        self.cdpath = self.cdpath or cdpath
+
+    def cd_target(self, cmd: Cmd, operands: list[str | None]) -> str | None:
+        """Where ``cd OPERAND`` goes from the current directory (``None``: unknown)."""
+        if not operands:
+            return self.home
+        target = operands[0]
+        if target == "-":
+            prefixed = [value for var, value in cmd.assigns if var == "OLDPWD"]
+            target = prefixed[-1] if prefixed else self.vars.get("OLDPWD")
+            return None if target is None else resolve_dir(self.cwd, target, self.home)
+        cdpath = self.cdpath or any(var == "CDPATH" for var, _ in cmd.assigns)
+        relative = target is not None and not target.startswith(("/", "./", "../", "~"))
+        if cdpath and relative and target not in (".", ".."):
+            return None  # CDPATH may take it anywhere
+        return resolve_dir(self.cwd, target, self.home)
 
     def redirected(self, node: Node) -> list[Cmd]:
+        """A statement with redirects; if one may fail, the statement may not run."""
+        regrouped = self.regroup(node, lambda: self.redirected(node))
+        if regrouped is not None:
+            return regrouped
+        before = self.state()
         body = node.child_by_field_name("body")
         produced: list[Cmd] = []
         if body is not None:
             produced = self.walk(body)
+        success, failure, can_succeed, can_fail = self.outcome()
         target = produced or [self.add(Cmd([], self.cwd))]
+        known = len(target[-1].redirects)
         for child in node.children:
             if child.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
                 self.redirect(child, target)
             elif child.type == "ERROR":
                 self.walk(child)
+        if any(c.type == "heredoc_redirect" and _continues(c) for c in node.children):
+            self.branch = None  # ``cat <<EOF && cd a``: the line went on inside the here-doc
+        elif _may_fail(target[-1].redirects[known:]):
+            failure, _ = _either([(failure, can_fail), (before, True)])
+            self.settle(success, failure, can_succeed, True)
+        else:
+            self.branch = success, failure, can_succeed, can_fail
+        if _sources(target[-1]) and _writes(target[-1].redirects[known:]):
+            self.forget()  # ``source f > f``: the redirect empties f before it is read
+            self.branch = None
         return produced
 
     def redirect(self, node: Node, cmds: list[Cmd]) -> None:
@@ -467,13 +1029,60 @@ class _Walker:
             dynamic = True
         return None if dynamic else _text(body)
 
+    def misread(self, node: Node) -> Node | None:
+        """The list tree-sitter put at the head of a redirect or a pipeline meant for its end.
+
+        tree-sitter reads ``a && b 2>&1 | c`` as ``(a && b 2>&1) | c`` and ``a && b > f`` as
+        ``(a && b) > f``; bash reads ``a && (b 2>&1 | c)`` and ``a && (b > f)``.
+        """
+        while True:
+            node = self.swap.get(_key(node), node)
+            if node.type == "pipeline" and node.named_children:
+                node = node.named_children[0]
+            elif node.type == "redirected_statement":
+                body = node.child_by_field_name("body")
+                if body is None:
+                    return None
+                body = self.swap.get(_key(body), body)
+                if body.type == "list" and _operands(body):
+                    return body
+                node = body
+            else:
+                return None
+
+    def regroup(self, node: Node, again: Callable[[], list[Cmd]]) -> list[Cmd] | None:
+        """Walk a misread ``node`` as bash runs it (``None``: ``node`` is not misread).
+
+        The list's left operand runs first, in this shell; its right operand, not the list,
+        heads the pipeline or takes the redirect (``again`` walks ``node`` that way).
+        """
+        listed = self.misread(node)
+        if listed is None:
+            return None
+
+        def last(right: Node) -> list[Cmd]:
+            self.swap[_key(listed)] = right
+            try:
+                return again()
+            finally:
+                del self.swap[_key(listed)]
+
+        return self.and_or(listed, last=last)
+
     def pipeline(self, node: Node) -> list[Cmd]:
+        regrouped = self.regroup(node, lambda: self.pipeline(node))
+        if regrouped is not None:
+            return regrouped
         produced: list[Cmd] = []
         names: list[str] = []
-        for child in node.children:
-            if not child.is_named:
-                continue
+        stages = [c for c in node.children if c.is_named]
+        for k, child in enumerate(stages):
+            saved = self.state()
             stage = self.walk(child)
+            if k + 1 < len(stages):
+                self.restore(saved)  # each stage runs in a subshell
+            else:
+                self.join(saved)  # the last one too, unless ``shopt -s lastpipe``
             if stage and produced:
                 stage[0].piped_from = tuple(names)
             for c in stage:
@@ -578,7 +1187,9 @@ class _Walker:
         name_node = node.child_by_field_name("name")
         name = _text(name_node) if name_node is not None else ""
         body = node.child_by_field_name("body")
+        saved = self.state()
         produced = self.walk(body) if body is not None else []
+        self.join(saved)  # the body runs where (and if) the function is called
         text = _text(body) if body is not None else ""
         if name and re.search(rf"(^|[^\w]){re.escape(name)}\s*[|&]", text):
             self.issue("fork_bomb", f"function {name!r} calls itself in the background or a pipe")
@@ -1044,10 +1655,14 @@ def _xargs(cmd: Cmd, out: Parsed, home: str, depth: int) -> None:
                 cmd.redirects.append(("<", value))
             i += 2
             continue
-        if a.startswith("-I") or a.startswith("-i") or a.startswith("--replace"):
-            replace = a.split("=", 1)[1] if "=" in a else (a[2:] or "{}")
-        elif a.startswith(("--arg-file=", "-a")):
-            cmd.redirects.append(("<", a.split("=", 1)[1] if "=" in a else a[2:]))
+        if a.startswith("--replace"):
+            replace = a.split("=", 1)[1] if "=" in a else "{}"
+        elif a.startswith(("-I", "-i")):
+            replace = a[2:] or "{}"  # ``-IR``: all of the rest, ``=`` included
+        elif a.startswith("--arg-file="):
+            cmd.redirects.append(("<", a.split("=", 1)[1]))
+        elif a.startswith("-a"):
+            cmd.redirects.append(("<", a[2:]))  # ``-aFILE``: all of the rest, ``=`` included
         i += 2 if a in _XARGS_ARG else 1
     inner = argv[i:] or ["echo"]
     if replace is not None:
@@ -1063,7 +1678,18 @@ def _script(text: str | None, cmd: Cmd, out: Parsed, home: str, depth: int) -> N
     if text is None:
         out.issues.append(("dynamic_command", "a shell runs a script only known at run time"))
         return
-    sub = parse(text, cwd=cmd.cwd, home=home, depth=depth + 1, cdpath=out.cdpath)
+    earlier = [c for c in out.cmds if c is not cmd]
+    sub = parse(
+        text,
+        cwd=cmd.cwd,
+        home=home,
+        depth=depth + 1,
+        cdpath=out.cdpath,
+        probe=out.probe,
+        root=out.root,
+        sources=out.sources,
+        fresh=out.fresh and all(_inert(c) for c in earlier),
+    )
     for inner in sub.cmds:
         inner.wrappers = (*cmd.wrappers, cmd.name or "", *inner.wrappers)
         inner.piped_from = inner.piped_from or cmd.piped_from

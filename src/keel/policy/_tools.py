@@ -73,6 +73,8 @@ def git_key_is_safe(setting: str) -> bool:
 
 def git_settings(args: list[str | None]) -> list[str | None]:
     """The ``-c``/``--config-env`` settings given to git before its subcommand."""
+    from keel.policy._rules import GIT_GLOBAL_VALUES
+
     out: list[str | None] = []
     i = 0
     while i < len(args):
@@ -85,7 +87,7 @@ def git_settings(args: list[str | None]) -> list[str | None]:
             out.append(a[2:] if a.startswith("-c") else a.split("=", 1)[1])
         elif a is None or not a.startswith("-"):
             return out
-        elif a in ("-C", "--git-dir", "--work-tree", "--namespace", "--exec-path"):
+        elif a in GIT_GLOBAL_VALUES:
             i += 1
         i += 1
     return out

@@ -43,6 +43,10 @@ PathOp = Literal["read", "write", "edit"]
 MANUAL_SESSION = "manual"
 FORBIDDEN_PARTS = frozenset({".git", ".keel"})
 _HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+# git's C-style quoting (quote.c): \\ \" \a \b \f \n \r \t \v and three-digit octal bytes.
+_C_QUOTED_RE = re.compile(r'"((?:[^"\\]|\\[0-3][0-7]{2}|\\[abfnrtv"\\])*)"')
+_C_ESCAPE_RE = re.compile(r'(?:\\[0-3][0-7]{2})+|\\[abfnrtv"\\]')
+_C_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 
 
 class PathPolicy(Protocol):
@@ -263,8 +267,8 @@ class _UnifiedFile:
     created: bool = False
     deleted: bool = False
     git: bool = False
-    git_a: str | None = None
-    git_b: str | None = None
+    git_names: str = ""
+    """What follows ``diff --git ``."""
     headers: bool = False
 
 
@@ -282,10 +286,7 @@ def _parse_unified(lines: list[str]) -> list[FilePatch]:
         ln = lines[i]
         if ln.startswith("diff --git "):
             close()
-            cur, hunks = _UnifiedFile(line=i + 1, git=True), []
-            names = ln[len("diff --git ") :]
-            if names.startswith("a/") and " b/" in names:
-                cur.git_a, cur.git_b = names[2:].split(" b/", 1)
+            cur, hunks = _UnifiedFile(i + 1, git=True, git_names=ln[len("diff --git ") :]), []
         elif ln.startswith("GIT binary patch") or (
             ln.startswith("Binary files ") and ln.endswith(" differ")
         ):
@@ -294,7 +295,7 @@ def _parse_unified(lines: list[str]) -> list[FilePatch]:
             if cur is None or cur.headers or hunks:
                 close()
                 cur, hunks = _UnifiedFile(line=i + 1), []
-            cur.old, cur.new = _header_path(ln[4:]), _header_path(lines[i + 1][4:])
+            cur.old, cur.new = _header_path(ln[4:], i + 1), _header_path(lines[i + 1][4:], i + 2)
             cur.headers = True
             i += 1
         elif ln.startswith("@@"):
@@ -304,33 +305,96 @@ def _parse_unified(lines: list[str]) -> list[FilePatch]:
             hunks.append(hunk)
             continue
         elif cur is not None and cur.git and not hunks:
-            _git_header(cur, ln)
+            _git_header(cur, ln, i + 1)
         i += 1
     close()
     return files
 
 
-def _git_header(cur: _UnifiedFile, ln: str) -> None:
+def _git_header(cur: _UnifiedFile, ln: str, line: int) -> None:
     if ln.startswith("new file mode"):
         cur.created = True
     elif ln.startswith("deleted file mode"):
         cur.deleted = True
     elif ln.startswith("rename from "):
-        cur.rename_from = ln[len("rename from ") :]
+        cur.rename_from = _unquote_path(ln[len("rename from ") :], line)
     elif ln.startswith("rename to "):
-        cur.rename_to = ln[len("rename to ") :]
+        cur.rename_to = _unquote_path(ln[len("rename to ") :], line)
     elif ln.startswith("copy from ") or ln.startswith("copy to "):
         raise _perr("copies are not supported; add the file instead", cur.line, "patch.unsupported")
 
 
-def _header_path(raw: str) -> str | None:
-    path = raw.split("\t", 1)[0].rstrip()
-    if path.startswith('"') and path.endswith('"'):
-        path = path[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
-        path = path.encode("latin-1", "surrogateescape").decode("utf-8", "surrogateescape")
-    if path == "/dev/null":
+def _header_path(raw: str, line: int) -> str | None:
+    path = _unquote_path(raw.split("\t", 1)[0].rstrip(), line)
+    return None if path == "/dev/null" else path
+
+
+def _unquote_path(path: str, line: int) -> str:
+    """``path``, unquoted if git quoted it; ``PatchError`` if its quoting is malformed."""
+    if len(path) < 2 or not (path.startswith('"') and path.endswith('"')):
+        return path
+    found = _c_unquote(path, 0)
+    if found is None or found[1] != len(path):
+        raise _perr(
+            f'malformed quoted path {path!r}: git quotes with \\\\, \\", \\a, \\b, \\f, \\n, '
+            "\\r, \\t, \\v and three-digit octal escapes",
+            line,
+        )
+    return found[0]
+
+
+def _c_unquote(text: str, start: int) -> tuple[str, int] | None:
+    """The git-quoted name at ``text[start]`` and the index after it; None if malformed.
+
+    Octal escapes are the name's bytes: UTF-8, or kept as surrogates where they are not.
+    Any other character, ASCII or not, stands for itself.
+    """
+    m = _C_QUOTED_RE.match(text, start)
+    if m is None:
         return None
-    return path
+    return _C_ESCAPE_RE.sub(_c_escape, m.group(1)), m.end()
+
+
+def _c_escape(m: re.Match[str]) -> str:
+    esc = m.group(0)
+    if not esc[1].isdigit():
+        return _C_ESCAPES.get(esc[1], esc[1])
+    octets = bytes(int(esc[k + 1 : k + 4], 8) for k in range(0, len(esc), 4))
+    return octets.decode("utf-8", "surrogateescape")
+
+
+def _git_name(names: str) -> str | None:
+    """The one file ``diff --git a/NAME b/NAME`` names, as git reads it; None if unclear.
+
+    Git writes the same name twice when it matters (an empty file created or deleted, with
+    no ``---``/``+++`` lines), so unquoted names split where the two halves agree.
+    """
+    if '"' not in names:
+        n = (len(names) - 5) // 2
+        name = names[2 : 2 + n]
+        return name if n > 0 and names == f"a/{name} b/{name}" else None
+    sides = _git_sides(names)
+    if sides is None or not sides[0].startswith("a/") or sides[1] != "b/" + sides[0][2:]:
+        return None
+    return sides[0][2:] or None
+
+
+def _git_sides(names: str) -> tuple[str, str] | None:
+    """Both names of a ``diff --git`` line holding a ``"``; None if they are malformed."""
+    if names.startswith('"'):
+        first = _c_unquote(names, 0)
+        if first is None or names[first[1] : first[1] + 1] != " ":
+            return None
+        a, rest = first[0], names[first[1] + 1 :]
+    else:
+        cut = names.index('"')  # an unquoted name holds no '"': it starts the second name
+        if names[cut - 1] != " ":
+            return None
+        a, rest = names[: cut - 1], names[cut:]
+    if not rest.startswith('"'):
+        return a, rest
+    second = _c_unquote(rest, 0)
+    return (a, second[0]) if second is not None and second[1] == len(rest) else None
 
 
 def _strip_prefix(old: str | None, new: str | None) -> tuple[str | None, str | None]:
@@ -343,13 +407,13 @@ def _strip_prefix(old: str | None, new: str | None) -> tuple[str | None, str | N
 
 
 def _unified_file(cur: _UnifiedFile, hunks: list[Hunk]) -> FilePatch:
-    old, new = _strip_prefix(cur.old, cur.new)
-    if not cur.headers and cur.git and not hunks:
-        old = None if cur.created else cur.git_a
-        new = None if cur.deleted else cur.git_b
-        cur.old, cur.new = old, new
     if cur.rename_from and cur.rename_to:
         return FilePatch("move", cur.rename_from, cur.rename_to, tuple(hunks), cur.line)
+    old, new = _strip_prefix(cur.old, cur.new)
+    if not cur.headers and cur.git and not hunks:
+        name = _git_file(cur)
+        old = None if cur.created else name
+        new = None if cur.deleted else name
     if old is None and new is None:
         raise _perr("both sides of the file header are /dev/null", cur.line)
     if old is None and new is not None:
@@ -363,6 +427,18 @@ def _unified_file(cur: _UnifiedFile, hunks: list[Hunk]) -> FilePatch:
     if old != new:
         return FilePatch("move", old, new, tuple(hunks), cur.line)
     return FilePatch("update", new, None, tuple(hunks), cur.line)
+
+
+def _git_file(cur: _UnifiedFile) -> str:
+    name = _git_name(cur.git_names)
+    if name is None:
+        header = f"diff --git {cur.git_names}"
+        raise _perr(
+            f"cannot tell which file {header!r} names: without '---'/'+++' or rename lines, "
+            "git writes one name twice, 'a/NAME b/NAME'",
+            cur.line,
+        )
+    return name
 
 
 def _read_hunk(lines: list[str], i: int) -> tuple[Hunk, int]:
