@@ -12,9 +12,11 @@ Everything else is mutmut's own.
 
 from __future__ import annotations
 
+import shutil
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from mutmut.mutation.file_mutation import FailedTypeCheckMutant, MutatedMethodLo
 from mutmut.type_checking import TypeCheckingError
 from mutmut.utils.file_utils import change_cwd
 from mutmut.utils.format_utils import get_mutant_name
+from mutmut_keel import BASETEMP
 from mutmut_lines import MAP_FILE, Recorder, memo_names, write_map, write_mutant_lines
 from mutmut_typecheck import caught, mutated_files
 
@@ -36,20 +39,95 @@ PINNED = "3.8.1"
 def caught_by_type_check() -> dict[str, FailedTypeCheckMutant]:
     """Mutmut's ``filter_mutants_with_type_checker``, without libcst."""
     found: dict[str, FailedTypeCheckMutant] = {}
-    with change_cwd(Path("mutants")):
-        here = Path.cwd()
-        for diagnostic, copy in caught():
-            path = Path(diagnostic["file"])
-            function = f"{copy.base}__mutmut_{copy.suffix}"
-            name = get_mutant_name(path.relative_to(here), function)
-            error = TypeCheckingError(
-                file_path=path,
-                line_number=diagnostic["range"]["start"]["line"] + 1,
-                error_description=diagnostic["message"],
-            )
-            where = MutatedMethodLocation(path, function, copy.start, copy.end)
-            found[name] = FailedTypeCheckMutant(method_location=where, name=name, error=error)
+    mutants = Path("mutants").absolute()
+    for diagnostic, copy in caught(mutants):
+        path = Path(diagnostic["file"])
+        function = f"{copy.base}__mutmut_{copy.suffix}"
+        name = get_mutant_name(path.relative_to(mutants), function)
+        error = TypeCheckingError(
+            file_path=path,
+            line_number=diagnostic["range"]["start"]["line"] + 1,
+            error_description=diagnostic["message"],
+        )
+        where = MutatedMethodLocation(path, function, copy.start, copy.end)
+        found[name] = FailedTypeCheckMutant(method_location=where, name=name, error=error)
     return found
+
+
+class PendingTypeCheck(dict[str, FailedTypeCheckMutant]):
+    """The type check's catches, worked out by a thread while mutmut runs its stats.
+
+    pyright takes minutes on the mutants and mutmut's stats run is one pytest process: on
+    two cores they fit side by side. Reading the result waits for the thread; a failure in
+    it is raised there.
+    """
+
+    def __init__(self, work: Callable[[], dict[str, FailedTypeCheckMutant]]) -> None:
+        super().__init__()
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = threading.Thread(
+            target=self._fill, args=(work,), daemon=True
+        )
+        self._thread.start()
+
+    def _fill(self, work: Callable[[], dict[str, FailedTypeCheckMutant]]) -> None:
+        try:
+            dict.update(self, work())
+        except BaseException as error:  # raised again where the result is read
+            self._error = error
+
+    def wait(self) -> None:
+        """Block until pyright's result is in."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+            if self._error is not None:
+                raise self._error
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        """``dict.get``, once the result is in."""
+        self.wait()
+        return dict.get(self, key, default)
+
+    def __getitem__(self, key: str) -> FailedTypeCheckMutant:
+        self.wait()
+        return dict.__getitem__(self, key)
+
+    def __contains__(self, key: object) -> bool:
+        self.wait()
+        return dict.__contains__(self, key)
+
+    def __len__(self) -> int:
+        self.wait()
+        return dict.__len__(self)
+
+    def __iter__(self) -> Iterator[str]:
+        self.wait()
+        return dict.__iter__(self)
+
+    def items(self) -> Any:
+        """``dict.items``, once the result is in."""
+        self.wait()
+        return dict.items(self)
+
+
+def type_check_beside_stats() -> PendingTypeCheck:
+    """Start the type check; mutmut reads its result when it first needs it."""
+    return PendingTypeCheck(timed("type check (beside stats)", caught_by_type_check))
+
+
+def runner_without_clean_run(max_children: int) -> Any:
+    """Give mutmut's runner, without its clean run (a third pass of every test, ~1 min).
+
+    The coverage pass and the stats run each run every selected test unmutated, through
+    the same trampolines in the same kind of child, and stop the run if one fails.
+    """
+    runner = _get_mutant_runner(max_children)
+    runner.run_clean_tests = lambda tests: 0
+    return runner
+
+
+_get_mutant_runner = mutmut_cli.get_mutant_runner
 
 
 def _module(relative: str) -> str:
@@ -70,7 +148,9 @@ def gather_coverage_by_test(runner: Any, source_files: Iterable[Path]) -> Covera
     recorder = Recorder(cov, memos)
     with change_cwd(Path("mutants")), cov.collect():
         runner.prepare_main_test_run()
-        runner.execute_pytest(runner._pytest_args_regular_run([]), plugins=[recorder])
+        code = runner.execute_pytest(runner._pytest_args_regular_run([]), plugins=[recorder])
+    if code != 0:
+        raise RuntimeError(f"the tests fail without a mutant (pytest exit {code})")
     data = cov.get_data()
     sources = {f: (root / f).read_text(encoding="utf-8") for f in only}
     write_map(data, absolute, recorder, root / "mutants" / MAP_FILE, sources)
@@ -120,12 +200,14 @@ def main() -> int:
         print(f"scripts/mutmut_run.py is written for mutmut {PINNED}", file=sys.stderr)
         return 2
     PHASES.unlink(missing_ok=True)
+    shutil.rmtree(BASETEMP, ignore_errors=True)  # what mutant runs ended by a signal left
     cli = mutmut_cli
-    cli.filter_mutants_with_type_checker = timed("type check", caught_by_type_check)
+    cli.filter_mutants_with_type_checker = type_check_beside_stats
+    cli.get_mutant_runner = runner_without_clean_run
     cli.create_mutants = timed("generation", create_mutants_and_place_them)
     cli.store_lines_covered_by_tests = timed("coverage", cli.store_lines_covered_by_tests)
     cli.collect_or_load_stats = timed("stats", cli.collect_or_load_stats)
-    cli.run_forced_fail_test = timed("forced-fail run (after clean)", cli.run_forced_fail_test)
+    cli.run_forced_fail_test = timed("forced-fail run", cli.run_forced_fail_test)
     mutmut_coverage._gather_coverage_in_this_process = gather_coverage_by_test
     return mutmut_cli.cli(prog_name="mutmut") or 0
 

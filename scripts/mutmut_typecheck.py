@@ -74,8 +74,8 @@ def mutated_files(pyproject: Path) -> list[str]:
     return list(data["tool"]["mutmut"]["only_mutate"])
 
 
-def run_pyright(files: list[str], venv: Path) -> list[dict]:
-    """Pyright's diagnostics for ``files`` (cwd ``mutants/``), imports from ``venv``."""
+def run_pyright(files: list[str], venv: Path, mutants: Path) -> list[dict]:
+    """Pyright's diagnostics for ``files`` (relative to ``mutants``), imports from ``venv``."""
     config = {
         "include": files,
         "pythonVersion": "3.11",
@@ -83,20 +83,28 @@ def run_pyright(files: list[str], venv: Path) -> list[dict]:
         "venvPath": str(venv.parent),
         "venv": venv.name,
     }
-    Path("pyrightconfig.json").write_text(json.dumps(config), encoding="utf-8")
+    (mutants / "pyrightconfig.json").write_text(json.dumps(config), encoding="utf-8")
     done = subprocess.run(
-        [str(venv / "bin" / "pyright"), "--outputjson", "--threads"], capture_output=True, text=True
+        [str(venv / "bin" / "pyright"), "--outputjson", "--threads"],
+        capture_output=True,
+        text=True,
+        cwd=mutants,
     )
     report = json.loads(done.stdout)
     return [d for d in report["generalDiagnostics"] if d["severity"] == "error"]
 
 
-def caught() -> list[tuple[dict, Copy]]:
-    """Each error a mutation made, with the mutant copy it is in (cwd ``mutants/``)."""
-    root = Path.cwd().parent
+def caught(mutants: Path | None = None) -> list[tuple[dict, Copy]]:
+    """Each error a mutation made, with the mutant copy it is in.
+
+    ``mutants``: the ``mutants/`` directory (default: the cwd, as mutmut runs this script).
+    No ``chdir``: ``make mutate`` runs this beside mutmut's stats run.
+    """
+    mutants = (mutants or Path.cwd()).absolute()
+    root = mutants.parent
     files = mutated_files(root / "pyproject.toml")
     by_file: dict[str, list[dict]] = defaultdict(list)
-    for diagnostic in run_pyright(files, root / ".venv"):
+    for diagnostic in run_pyright(files, root / ".venv", mutants):
         by_file[diagnostic["file"]].append(diagnostic)
     found: list[tuple[dict, Copy]] = []
     for path, diagnostics in sorted(by_file.items()):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -64,7 +65,13 @@ def test_the_mutant_tests_are_rewritten_in_place_and_options_kept(
 
         gc.unfreeze()
     # pytest gets the files; the tests are picked by id after collection, in this order
-    assert args == ["-x", "-q", "tests/plan/test_q.py", "tests/plan/test_p.py"]
+    own = f"--basetemp={plugin.BASETEMP / str(os.getpid())}"  # its own, removed at the end
+    assert args == ["-x", "-q", own, "tests/plan/test_q.py", "tests/plan/test_p.py"]
+    plugin._basetemp[0].mkdir(parents=True, exist_ok=True)
+    (plugin._basetemp[0] / "made-by-a-test").write_text("x")
+    plugin.pytest_unconfigure(None)
+    assert not plugin._basetemp[0].exists()
+    plugin._basetemp.clear()
     assert plugin._wanted == ["tests/plan/test_q.py::test_b", "tests/plan/test_p.py::test_a"]
 
     class Item:
@@ -415,7 +422,7 @@ def test_a_mutant_run_keeps_only_the_tests_that_ran_its_statement(
 
         gc.unfreeze()
         plugin._wanted.clear()
-    assert args == ["-x", "tests/plan/test_q.py"]
+    assert [a for a in args if "--basetemp" not in a] == ["-x", "tests/plan/test_q.py"]
     monkeypatch.setattr(lines, "tests_for", lambda mutant: {"tests/other.py::test_z"})
     args = ["-x", "tests/plan/test_p.py::test_a"]
     try:
@@ -425,7 +432,7 @@ def test_a_mutant_run_keeps_only_the_tests_that_ran_its_statement(
 
         gc.unfreeze()
         plugin._wanted.clear()
-    assert args == ["-x", "tests/plan/test_p.py"]  # never left without tests
+    assert [a for a in args if "--basetemp" not in a] == ["-x", "tests/plan/test_p.py"]
 
 
 def test_a_resumed_run_maps_the_mutated_files_lines_back_to_the_source() -> None:
@@ -477,3 +484,26 @@ def test_the_time_of_a_mutants_tests_comes_from_the_coverage_pass(
     monkeypatch.setattr(lines, "_maps", [])
     assert lines.seconds(["a::t", "b::u", "c::gone"]) == 1.75
     assert lines.seconds(["c::gone"]) is None
+
+
+def test_the_type_check_runs_beside_the_stats_and_is_waited_for_when_read() -> None:
+    import threading
+
+    run = _load("mutmut_run")
+    release = threading.Event()
+
+    def work() -> dict[str, object]:
+        release.wait(30)
+        return {"keel.x.x_f__mutmut_1": "caught"}
+
+    pending = run.PendingTypeCheck(work)
+    assert pending._thread.is_alive()  # mutmut goes on with its stats meanwhile
+    release.set()
+    assert pending.get("keel.x.x_f__mutmut_1") == "caught"
+    assert pending.get("keel.x.x_f__mutmut_2") is None and len(pending) == 1
+
+    def broken() -> dict[str, object]:
+        raise RuntimeError("pyright failed")
+
+    with pytest.raises(RuntimeError, match="pyright failed"):
+        run.PendingTypeCheck(broken).get("anything")
