@@ -29,7 +29,6 @@ import os
 import resource
 import shutil
 import signal
-import tempfile
 import time
 from pathlib import Path
 
@@ -86,11 +85,12 @@ def narrow(mutant: str, tests: list[str], took: dict[str, float]) -> list[str]:
 
 _wanted: list[str] = []
 
-# Each mutant's run gets its own pytest base directory, removed when it ends. By default
-# pytest makes a numbered one under /tmp/pytest-of-USER per session and, at the end, scans
-# every one there to keep the last three: thousands of mutant sessions leave thousands
-# (a killed run leaves its lock), and the scan reached ~0.27 s of a ~0.7 s mutant run.
-BASETEMP = Path(tempfile.gettempdir()) / "keel-mutate"
+# Each mutant's run gets its own pytest base directory (under ``mutmut_lines.BASETEMP``),
+# removed when it ends. By default pytest makes a numbered one under /tmp/pytest-of-USER per
+# session and, at the end, scans every one there to keep the last three: thousands of mutant
+# sessions leave thousands (a killed run leaves its lock), and the scan reached ~0.27 s of a
+# ~0.7 s mutant run.
+BASETEMP = mutmut_lines.BASETEMP
 _basetemp: list[Path] = []
 
 # A mutant's run may take this many times what its tests took in the coverage pass (which,

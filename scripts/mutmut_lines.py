@@ -26,6 +26,7 @@ import difflib
 import functools
 import json
 import sys
+import tempfile
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -37,6 +38,7 @@ CALL = "C"
 SETUP = "S"
 MAP_FILE = "tests-by-line.json"  # in mutants/
 MUTANT_FILE = "lines-by-mutant.json"  # in mutants/
+BASETEMP = Path(tempfile.gettempdir()) / "keel-mutate"  # the mutant runs' pytest directories
 _MARK = "__mutmut_"
 
 Lines = dict[str, list[int]]

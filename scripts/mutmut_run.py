@@ -29,8 +29,7 @@ from mutmut.mutation.file_mutation import FailedTypeCheckMutant, MutatedMethodLo
 from mutmut.type_checking import TypeCheckingError
 from mutmut.utils.file_utils import change_cwd
 from mutmut.utils.format_utils import get_mutant_name
-from mutmut_keel import BASETEMP
-from mutmut_lines import MAP_FILE, Recorder, memo_names, write_map, write_mutant_lines
+from mutmut_lines import BASETEMP, MAP_FILE, Recorder, memo_names, write_map, write_mutant_lines
 from mutmut_typecheck import caught, mutated_files
 
 PINNED = "3.8.1"
