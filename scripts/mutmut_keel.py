@@ -142,6 +142,7 @@ def pytest_load_initial_conftests(early_config: object, parser: object, args: li
     bound(mutmut_lines.seconds(tests))
     _wanted[:] = tests
     files = list(dict.fromkeys(t.partition("::")[0] for t in tests))
+    BASETEMP.mkdir(parents=True, exist_ok=True)  # pytest makes only the last part
     _basetemp[:] = [BASETEMP / str(os.getpid())]
     args[:] = [*options, f"--basetemp={_basetemp[0]}", *files]
 

@@ -507,3 +507,33 @@ def test_the_type_check_runs_beside_the_stats_and_is_waited_for_when_read() -> N
 
     with pytest.raises(RuntimeError, match="pyright failed"):
         run.PendingTypeCheck(broken).get("anything")
+
+
+def test_a_mutant_run_of_passing_tests_passes(tmp_path: Path) -> None:
+    """The plugin's own arguments must never fail a test: a mutant run's failure is a kill.
+
+    (A base directory whose parent did not exist once failed every test's setup, and the
+    run counted every mutant as killed.)
+    """
+    import subprocess
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(
+        "def test_a(tmp_path):\n    (tmp_path / 'f').write_text('x')\n\n"
+        "def test_b(tmp_path_factory):\n    assert tmp_path_factory.mktemp('d').is_dir()\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(SCRIPTS),
+        "MUTANT_UNDER_TEST": "keel.x.x_f__mutmut_1",
+        "TMPDIR": str(tmp_path / "tmp"),
+    }
+    (tmp_path / "tmp").mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "mutmut_keel", "-p", "no:cacheprovider",
+         "--rootdir=.", "tests/test_x.py::test_a", "tests/test_x.py::test_b"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
+    assert list((tmp_path / "tmp" / "keel-mutate").iterdir()) == []  # removed at the end
