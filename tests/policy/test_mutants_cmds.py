@@ -131,3 +131,29 @@ def test_a_glob_is_expanded_to_at_most_256_paths(target: str, pattern: str, root
     config = CONFIG + f'[[constraints]]\nid = "p"\ntext = "t"\nprotect = ["{first}"]\n'
     got = Policy.from_config(parse_config(config), root).check_command(f"touch {target}")
     assert (got.decision, got.rule) == ("deny", "constraint.p")
+
+
+# -- session-18 survivors -----------------------------------------------------------------------
+
+
+def test_a_script_naming_a_secret_in_tmp_is_asked_about_when_contained(root: Path) -> None:
+    # Contained, /tmp is private and writable, but a secret there is still read as a secret.
+    script = root / "tmpsec.sh"
+    script.write_text("cat '/tmp/k/.env'\n")
+    got = Policy.for_preset("developer", root, contained=True).check_command("./tmpsec.sh")
+    assert (got.decision, got.rule, got.reason) == (
+        "ask",
+        "risk.secret_in_script",
+        "./tmpsec.sh names the secret '/tmp/k/.env', which it may print",
+    )
+
+
+def test_a_secret_looking_absolute_name_that_is_no_secret_passes_in_an_unknown_directory(
+    root: Path,
+) -> None:
+    # `cd a b` fails: the directory is unknown, but an absolute name does not depend on it.
+    script = root / "envdoc.sh"
+    script.write_text(f"cat '{root}/environment.md'\n")
+    config = CONFIG + f'allow = ["{script}"]\n'
+    got = Policy.from_config(parse_config(config), root).check_command(f"cd a b; {script}")
+    assert (got.decision, got.rule) == ("allow", "preset.developer.allow")

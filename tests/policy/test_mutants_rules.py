@@ -16,6 +16,8 @@ import pytest
 from keel.policy import Policy
 from keel.policy._judge_cmds import PATCH_CAP
 from keel.policy._rules import (
+    git_operands,
+    git_option_values,
     git_subcommand,
     git_writes,
     hosts,
@@ -1180,3 +1182,61 @@ def test_a_leading_parent_is_a_path() -> None:
 def test_push_option_values_are_not_refspecs(line: str) -> None:
     cmd = one(line)
     assert risks(cmd, "git", cmd.argv[1:]) == []
+
+
+# -- session-18 survivors -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sub", "rest", "expected"),
+    [
+        # a 3-letter abbreviation (`--o`) is an option git spells out: `up` is its value
+        ("clone", ["--o", "up", "u", "d"], ["u", "d"]),
+        # after `--` or `--end-of-options` every word is an operand, spelt as written
+        ("clone", ["--", "--dep", "d"], ["--dep", "d"]),
+        ("clone", ["--end-of-options", "--orig", "d"], ["--orig", "d"]),
+    ],
+)
+def test_git_operands_after_abbreviations_and_the_end_of_options(
+    sub: str, rest: list[str | None], expected: list[str | None]
+) -> None:
+    assert git_operands(sub, rest) == expected
+
+
+def test_a_value_option_that_ends_the_line_has_an_unknown_value() -> None:
+    args: list[str | None] = ["u", "--separate-git-dir"]
+    assert git_option_values("clone", args, "--separate-git-dir") == [None]
+    assert git_writes(["clone", *args]) == [None]
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        # worktree and submodule actions other than `add` create no directory
+        ("git worktree lock wt", []),
+        ("git submodule status", []),
+        ("git submodule status sub", []),
+        ("git submodule add", []),  # git refuses it: no repository
+    ],
+)
+def test_git_actions_that_create_no_directory(line: str, expected: list[str | None]) -> None:
+    assert git_writes(argv(line)[1:]) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        # a run-time word after the repository is no repository: the host stays known
+        ("git clone git@github.com:o/r $X", ["github.com"]),
+        # a run-time action of `submodule`: any later operand may be the URL
+        ("git submodule $X git@evil.test:x", ["evil.test", None]),
+    ],
+)
+def test_git_hosts_around_run_time_words(line: str, expected: list[str | None]) -> None:
+    name, *args = argv(line)
+    assert name is not None
+    assert hosts(name, args) == expected
+
+
+def test_a_git_config_after_the_directory_keeps_the_subcommand_in_that_directory() -> None:
+    assert git_writes(["-C", "sub", "-c", "a=b", "rm", "f"]) == ["sub/f"]

@@ -10,9 +10,20 @@ drifts on any of them changes a decision or the reason an agent reads.
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
+
 import pytest
 
-from keel.policy._shell import Cmd, expand_braces, fast_split, parse, resolve_dir, subscript_is_safe
+from keel.policy._shell import (
+    MAX_SOURCE_BYTES,
+    Cmd,
+    expand_braces,
+    fast_split,
+    parse,
+    resolve_dir,
+    subscript_is_safe,
+)
 
 CWD, HOME = "/w", "/h"
 
@@ -1228,3 +1239,284 @@ def test_env_without_a_directory_option_keeps_the_directory_as_given() -> None:
         (["env", "-c", "x", "ls"], "/w/"),
         (["x", "ls"], "/w/"),
     ]
+
+
+# Round 2 (session 18): where the shell is after exits, descriptor copies, comments, loops past
+# the round budget, and what a sourced or eval'd text leaves behind.
+ROUND2: list[tuple[str, tuple[list[str], list[tuple[str, str]]]]] = [
+    ("if exit; then cd /tmp; fi; ls", (["exit", "cd /tmp", "ls | cwd=/tmp | fails"], [])),
+    ("exit && cd /tmp; ls", (["exit", "cd /tmp", "ls | cwd=/tmp | fails"], [])),
+    ("cd /tmp && exit; ls", (["cd /tmp", "exit | cwd=/tmp", "ls | cwd=/tmp | fails"], [])),
+    ("cd /tmp <&0; ls", (["cd /tmp | redir=<&0", "ls | cwd=/tmp | fails"], [])),
+    ("cd /tmp 2>&2; ls", (["cd /tmp | redir=>&2", "ls | cwd=/tmp | fails"], [])),
+    ("cd /tmp > 1; ls", (["cd /tmp | redir=>1", "ls | cwd=None | fails"], [])),
+    ("cd /tmp >& x; ls", (["cd /tmp | redir=>&x", "ls | cwd=None | fails"], [])),
+    ("cd /tmp >& -; ls", (["cd /tmp | redir=>&-", "ls | cwd=/tmp | fails"], [])),
+    (
+        "cd /tmp >&2 && ls || ls",
+        (["cd /tmp | redir=>&2", "ls | cwd=/tmp", "ls | cwd=/tmp | fails"], []),
+    ),
+    (
+        "xargs --replace rm {}",
+        (["xargs --replace rm {} | wrapper | fails", "rm ? | via=xargs | tail=? | fails"], []),
+    ),
+    (
+        "if x; then exit; else cd /tmp; fi; ls",
+        (["x", "exit", "cd /tmp", "ls | cwd=/tmp | fails"], []),
+    ),
+    (
+        "cd /tmp && { ls; } > f; ls",
+        (["cd /tmp", "ls | cwd=/tmp | redir=>f", "ls | cwd=/tmp | fails"], []),
+    ),
+    ("until cd /tmp; do ls; done; ls", (["cd /tmp", "ls", "ls | cwd=None | fails"], [])),
+    ("until cd /tmp # c\n do ls; done; ls", (["cd /tmp", "ls", "ls | cwd=None | fails"], [])),
+    (
+        "if exit; then :; elif cd /tmp; then ls; fi; ls",
+        (["exit", ":", "cd /tmp", "ls | cwd=/tmp", "ls | fails"], []),
+    ),
+    ("{ a || b; } | c", (["a", "b", "c | from=a,b | fails"], [])),
+    ("case x in a) y;; b) z;; esac | d", (["y", "z", "d | from=y,z | fails"], [])),
+    ("if a; then b; elif c; then d; fi <<< s", (["a | in='s'", "b", "c", "d"], [])),
+    ("if a; then b; else c; fi <<< s", (["a | in='s'", "b", "c"], [])),
+    ("{ cd /tmp; } < x; ls", (["cd /tmp | redir=<x", "ls | cwd=None | fails"], [])),
+    (
+        "cat <<EOF > f && cd /tmp\nx\nEOF\nls",
+        (["cat | redir=>f | in='x\\n'", "cd /tmp", "ls | cwd=/tmp | fails"], []),
+    ),
+    (
+        "{ cd /tmp; } < x && ls || ls",
+        (["cd /tmp | redir=<x", "ls | cwd=/tmp", "ls | cwd=None | fails"], []),
+    ),
+    (
+        "a; b; while x; do cd a; done; ls",
+        (["a", "b", "x | cwd=None", "cd a | cwd=None", "ls | cwd=None | fails"], []),
+    ),
+    (
+        "{ cd /tmp; cat < y; } 2>&1 || ls",
+        (["cd /tmp", "cat | cwd=/tmp | redir=<y,>&1", "ls | cwd=/tmp | fails"], []),
+    ),
+    ("cd /tmp 2>&1 || ls", (["cd /tmp | redir=>&1", "ls | fails"], [])),
+    (
+        "if cd ./nodir # c\nthen ls; else ls; fi; ls",
+        (["cd ./nodir", "ls | cwd=/w/nodir", "ls", "ls | cwd=/w/nodir | fails"], []),
+    ),
+]
+
+
+@pytest.mark.parametrize(("line", "expected"), ROUND2)
+def test_round2(line: str, expected: tuple[list[str], list[tuple[str, str]]]) -> None:
+    assert facts(line) == expected
+
+
+@pytest.mark.parametrize(("loops", "where"), [(256, "/tmp"), (257, "None")])
+def test_loops_past_the_round_budget_leave_the_directory_unknown(loops: int, where: str) -> None:
+    # 256 rounds of loop bodies are followed; past them a loop is walked once, state forgotten
+    cmds, issues = facts("cd /tmp; " + "while x; do :; done; " * loops + "ls")
+    assert (len(cmds), cmds[-1], issues) == (2 + 2 * loops, f"ls | cwd={where} | fails", [])
+    assert cmds[-3:-1] == [f"x | cwd={where}", f": | cwd={where}"]
+
+
+def _workspace(tmp_path: Path) -> str:
+    """Scripts a ``source`` may read: inside ``ws``, one link out of it, one at the size limit."""
+    ws = tmp_path / "ws"
+    (ws / "-").mkdir(parents=True)
+    (ws / "d").mkdir()
+    files = {
+        "go.sh": "cd /tmp\n",
+        "-/go.sh": "cd /tmp\n",
+        "cdp.sh": "CDPATH=/x\n",
+        "ints.sh": "declare -i n\n",
+        "nop.sh": ":\n",
+        "hm.sh": "if x; then HOME=/q; fi\ncd /tmp\n",
+        "run.sh": "true\n",
+        "s1.sh": "source ./s2.sh\n",
+        "s2.sh": "source ./s3.sh\n",
+        "s3.sh": "source ./s4.sh\n",
+        "s4.sh": "eval 'source ./go.sh'\n",
+    }
+    for name, text in files.items():
+        (ws / name).write_text(text)
+    (ws / "run.sh").chmod(0o755)
+    (tmp_path / "outside.sh").write_text("cd /tmp\n")
+    (ws / "out.sh").symlink_to(tmp_path / "outside.sh")
+    last = "cd /tmp"  # the file's last bytes, no newline: a short read would cut them
+    (ws / "big.sh").write_text("#" * (MAX_SOURCE_BYTES - len(last) - 1) + "\n" + last)
+    return str(ws)
+
+
+# Run in a workspace with ``probe``: what ``source`` may trust and read, and what it leaves.
+SOURCED: list[tuple[str, tuple[list[str], list[tuple[str, str]]]]] = [
+    (
+        "echo x 2>&1; . ./go.sh; ls",
+        (["echo x | cwd=R | redir=>&1", ". ./go.sh | cwd=R", "ls | cwd=/tmp | fails"], []),
+    ),
+    (
+        "echo x 2>&2; . ./go.sh; ls",
+        (["echo x | cwd=R | redir=>&2", ". ./go.sh | cwd=R", "ls | cwd=/tmp | fails"], []),
+    ),
+    (
+        "echo x >&0; . ./go.sh; ls",
+        (["echo x | cwd=R | redir=>&0", ". ./go.sh | cwd=R", "ls | cwd=/tmp | fails"], []),
+    ),
+    (
+        "echo x >& -; . ./go.sh; ls",
+        (["echo x | cwd=R | redir=>&-", ". ./go.sh | cwd=R", "ls | cwd=/tmp | fails"], []),
+    ),
+    (
+        "echo x > /dev/null; . ./go.sh; ls",
+        (["echo x | cwd=R | redir=>/dev/null", ". ./go.sh | cwd=R", "ls | cwd=/tmp | fails"], []),
+    ),
+    (
+        "test -f x < y; . ./go.sh; ls",
+        (["test -f x | cwd=R | redir=<y", ". ./go.sh | cwd=R", "ls | cwd=/tmp | fails"], []),
+    ),
+    (
+        "echo x >& y; . ./go.sh; ls",
+        (["echo x | cwd=R | redir=>&y", ". ./go.sh | cwd=R", "ls | cwd=None | fails"], []),
+    ),
+    (
+        "echo x > 1; . ./go.sh; ls",
+        (["echo x | cwd=R | redir=>1", ". ./go.sh | cwd=R", "ls | cwd=None | fails"], []),
+    ),
+    (
+        "echo x > f; sh -c '. ./go.sh; ls'",
+        (
+            [
+                "echo x | cwd=R | redir=>f",
+                "sh -c '. ./go.sh; ls' | cwd=R | wrapper | fails",
+                ". ./go.sh | cwd=R | via=sh",
+                "ls | cwd=None | via=sh | fails",
+            ],
+            [],
+        ),
+    ),
+    (
+        "echo 2>&1; sh -c '. ./go.sh; ls'",
+        (
+            [
+                "echo | cwd=R | redir=>&1",
+                "sh -c '. ./go.sh; ls' | cwd=R | wrapper | fails",
+                ". ./go.sh | cwd=R | via=sh",
+                "ls | cwd=/tmp | via=sh | fails",
+            ],
+            [],
+        ),
+    ),
+    (
+        ". ./go.sh > f && cd /tmp; ls",
+        ([". ./go.sh | cwd=R | redir=>f", "cd /tmp | cwd=None", "ls | cwd=None | fails"], []),
+    ),
+    (
+        "cd /tmp; x=1 time . ./go.sh > f; ls",
+        (
+            [
+                "cd /tmp | cwd=R",
+                "time . ./go.sh | cwd=/tmp | set=x=1 | redir=>f | wrapper",
+                ". ./go.sh | cwd=/tmp | set=x=1 | redir=>f | via=time",
+                "ls | cwd=/tmp | fails",
+            ],
+            [],
+        ),
+    ),
+    (". ./hm.sh; ls", ([". ./hm.sh | cwd=R", "ls | cwd=None | fails"], [])),
+    (
+        "a=2; if cd $x; then :; else a=1; fi; echo $a",
+        (["cd ? | cwd=R", ": | cwd=None", "echo ? | cwd=None | fails"], []),
+    ),
+    ("cd ./run.sh; ls", (["cd ./run.sh | cwd=R", "ls | cwd=None | fails"], [])),
+    (
+        "eval eval eval eval cd /tmp; ls",
+        (
+            [
+                "eval eval eval eval cd /tmp | cwd=R | wrapper",
+                "eval eval eval cd /tmp | cwd=R | via=eval | wrapper",
+                "eval eval cd /tmp | cwd=R | via=eval,eval | wrapper",
+                "eval cd /tmp | cwd=R | via=eval,eval,eval | wrapper",
+                "cd /tmp | cwd=R | via=eval,eval,eval,eval",
+                "ls | cwd=/tmp | fails",
+            ],
+            [],
+        ),
+    ),
+    (
+        "declare -i m; eval :; m=1+1",
+        (
+            ["eval : | cwd=R | wrapper", ": | cwd=R | via=eval"],
+            [("arithmetic", "m is an integer variable: its value is evaluated")],
+        ),
+    ),
+    (
+        "eval 'CDPATH=/x'; cd d; ls",
+        (
+            ["eval CDPATH=/x | cwd=R | wrapper", "cd d | cwd=R", "ls | cwd=None | fails"],
+            [("env", "CDPATH=/x")],
+        ),
+    ),
+    (
+        "CDPATH=/x; eval ':'; cd d; ls",
+        (
+            [
+                "eval : | cwd=R | wrapper",
+                ": | cwd=R | via=eval",
+                "cd d | cwd=R",
+                "ls | cwd=None | fails",
+            ],
+            [("env", "CDPATH=/x")],
+        ),
+    ),
+    (
+        "declare -i m; source ./ints.sh; m=1+1; n=1+1",
+        (
+            ["source ./ints.sh | cwd=R"],
+            [
+                ("arithmetic", "m is an integer variable: its value is evaluated"),
+                ("arithmetic", "n is an integer variable: its value is evaluated"),
+            ],
+        ),
+    ),
+    (
+        "CDPATH=/x; source ./nop.sh; cd d; ls",
+        (
+            ["source ./nop.sh | cwd=R", "cd d | cwd=R", "ls | cwd=None | fails"],
+            [("env", "CDPATH=/x")],
+        ),
+    ),
+    (
+        "source ./cdp.sh; cd d; ls",
+        (["source ./cdp.sh | cwd=R", "cd d | cwd=R", "ls | cwd=None | fails"], []),
+    ),
+    ("source; ls", (["source | cwd=R", "ls | cwd=None | fails"], [])),
+    ("source -/go.sh; ls", (["source -/go.sh | cwd=R", "ls | cwd=None | fails"], [])),
+    (". ./out.sh; ls", ([". ./out.sh | cwd=R", "ls | cwd=None | fails"], [])),
+    (". ./big.sh; ls", ([". ./big.sh | cwd=R", "ls | cwd=/tmp | fails"], [])),
+    ("source ./s1.sh; ls", (["source ./s1.sh | cwd=R", "ls | cwd=None | fails"], [])),
+]
+
+
+@pytest.mark.parametrize(("line", "expected"), SOURCED)
+def test_sourced(
+    tmp_path: Path, line: str, expected: tuple[list[str], list[tuple[str, str]]]
+) -> None:
+    root = _workspace(tmp_path)
+    parsed = parse(line, cwd=root, home=HOME, root=root, probe=True)
+    assert ([fact(c).replace(root, "R") for c in parsed.cmds], parsed.issues) == expected
+
+
+@pytest.mark.parametrize(
+    ("levels", "where", "issues"),
+    [(6, "/tmp", []), (7, None, [("unparseable", "commands nested too deeply")])],
+)
+def test_each_eval_is_one_level_of_nesting(
+    levels: int, where: str | None, issues: list[tuple[str, str]]
+) -> None:
+    # ``eval 'eval ...; :'; :``: each eval parses its text one level deeper (MAX_DEPTH is 6)
+    text = "cd /tmp; :"
+    for _ in range(levels):
+        text = f"eval {shlex.quote(text)}; :"
+    parsed = parse(text + "; ls", cwd=CWD, home=HOME, probe=False)
+    assert (parsed.cmds[-1].argv, parsed.cmds[-1].cwd, parsed.issues) == (["ls"], where, issues)
+
+
+def test_a_dropped_dash_before_a_continued_line_s_redirect_is_an_argument() -> None:
+    # ``cat - \<newline>2>x``: the line continuation is no word; ``-`` (in no node) is cat's
+    assert facts("cat - \\\n2>x") == (["cat - | redir=>x | fails"], [])

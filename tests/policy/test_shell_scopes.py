@@ -756,3 +756,28 @@ def test_the_hook_does_not_trust_a_file_the_line_rewrites_first(fresh_ws: Path) 
     seen = _run_as_client(_hook(fresh_ws, line), line, fresh_ws)
     assert not marker.exists(), seen
     assert "path.dynamic" in seen, seen
+
+
+# -- eval's text is walked whole, even when it is one command --------------------------------
+
+
+def test_a_declaration_inside_eval_is_kept(tmp_path: Path) -> None:
+    """``eval 'export CDPATH=/x'`` sets CDPATH for the line, like ``export`` itself."""
+    root = str(tmp_path)
+    (tmp_path / "d").mkdir()
+    line = "eval 'export CDPATH=/x'; cd d; ls"
+    got = parse(line, cwd=root, home="/h", root=root)
+    assert got.cmds[-1].cwd is None  # CDPATH may take `cd d` anywhere
+    assert (
+        parse("eval 'declare -i n'; n=1+1", cwd=root, home="/h").issues
+        == parse("declare -i n; n=1+1", cwd=root, home="/h").issues
+    )
+
+
+def test_the_hook_keeps_an_eval_cdpath_from_moving_a_write_out(fresh_ws: Path) -> None:
+    outside = fresh_ws.parent / "elsewhere"
+    (outside / "d").mkdir(parents=True, exist_ok=True)
+    (fresh_ws / "d").mkdir(exist_ok=True)
+    line = f"eval 'export CDPATH={outside}'; cd d; echo x > marker"
+    seen = _run_as_client(_hook(fresh_ws, line), line, fresh_ws)
+    assert not (outside / "d" / "marker").exists(), seen

@@ -1597,3 +1597,41 @@ def test_a_move_by_its_headers_remembers_its_line() -> None:
     text = "intro\n--- a/old.txt\n+++ b/new.txt\n@@ -1 +1 @@\n-a\n+b\n"
     _, [fp] = parse_patch(text)
     assert (fp.action, fp.path, fp.new_path, fp.line) == ("move", "old.txt", "new.txt", 2)
+
+
+# -- session-18 survivors -----------------------------------------------------------------------
+
+
+def test_a_quoted_empty_header_path_is_an_empty_name_and_refused(workdir: Path) -> None:
+    err = _fails(workdir, {'""': "a\n"}, '--- ""\n+++ ""\n@@ -1 +1 @@\n-a\n+b\n')
+    assert (err.code, err.message, err.context) == ("patch.path", "invalid path ''", {"path": ""})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'x\n--- a/x\n+++ "b/x" y"\n@@ -1 +1 @@\n-a\n+b\n',  # the +++ line names its own line
+        'diff --git a/x b/y\nsimilarity index 90%\nrename from "x" q"\nrename to y\n',
+        'diff --git a/x b/y\nsimilarity index 90%\nrename from x\nrename to "y" q"\n',
+    ],
+)
+def test_a_malformed_quoted_path_names_its_line(text: str) -> None:
+    with pytest.raises(PatchError) as info:
+        parse_patch(text)
+    bad = next(ln for ln in text.splitlines() if ln.endswith(' q"') or ln.endswith(' y"'))
+    line = text.splitlines().index(bad) + 1
+    assert info.value.code == "patch.parse"
+    assert info.value.context == {"line": line}
+    assert info.value.message.startswith(f"line {line}: malformed quoted path ")
+
+
+@pytest.mark.parametrize("content", [b"XX\0unreadableXX", b"\0UNREADABLE", b"\0unreadable!"])
+def test_a_file_that_became_unreadable_counts_as_changed_whatever_it_held(
+    workdir: Path, content: bytes
+) -> None:
+    _make(workdir, {"a.bin": content})
+    plan = patch_mod._Plan(workdir)
+    assert plan.read("a.bin") == content
+    (workdir / "a.bin").unlink()
+    (workdir / "a.bin").mkdir()  # reading it now fails with IsADirectoryError
+    assert plan.unchanged_on_disk() == ["a.bin"]

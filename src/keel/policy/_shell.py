@@ -214,7 +214,9 @@ def parse(
     out.root, out.sources, out.fresh = root, sources, fresh
     walker = _Walker(out, cwd, home, depth)
     walker.cdpath = cdpath
-    words = fast_split(line)
+    # The fast path follows only `cd`: text nested in `eval`/`source` is walked whole, since
+    # the state it leaves (`export CDPATH=..`, `declare -i`) is the rest of the line's.
+    words = fast_split(line) if depth == 0 else None
     if words is not None:
         cmd = Cmd(list(words), cwd)
         cmd.fails_line = True  # the line is this one command
