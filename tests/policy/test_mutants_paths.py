@@ -719,3 +719,67 @@ def test_a_double_star_glob_without_a_slash_matches_at_any_depth() -> None:
     assert GlobSet(("**.pem",)).match("certs/x.pem") == "**.pem"
     assert GlobSet(("**.pem",)).match("x.pem") == "**.pem"
     assert GlobSet(("**",)).match("a/b") == "**"
+
+
+# glob -> its regular expression, anchored at the root: a "[" class, "]" first in the class,
+# "!" negation, backslashes inside the class, and text before a class or "?" is kept.
+GLOB_REGEXES: list[tuple[str, str]] = [
+    ("a?.txt", "a[^/]\\.txt"),
+    ("[]a]", "[]a]"),
+    ("[]ab]", "[]ab]"),
+    ("[]a]*]", "[]a][^/]*\\]"),
+    ("[]]*]", "[]][^/]*\\]"),
+    ("[a]*]", "[a][^/]*\\]"),
+    ("[a\\]", "[a\\\\]"),
+    ("[!a]", "[^a]"),
+    ("x[ab]y", "x[ab]y"),
+]
+
+
+@pytest.mark.parametrize(("glob", "want"), GLOB_REGEXES)
+def test_a_glob_class_becomes_a_regex_class(glob: str, want: str) -> None:
+    assert glob_to_regex(glob, anchored_any_depth=False) == want
+
+
+# glob -> (paths it matches, paths it does not), for the classes above
+CLASS_GLOBS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
+    ("a?.txt", ("ab.txt", "d/ab.txt"), ("b.txt", "a.txt")),
+    ("[!a].txt", ("b.txt", "!.txt"), ("a.txt",)),
+    ("x[ab]", ("xa", "d/xb"), ("a", "xc")),
+    ("[]a]*]", ("axy]", "]]"), ("]", "b]")),
+    ("[a\\]", ("a", "\\"), ("b",)),
+    # "**X" is "*X" at any depth, like "**.pem"
+    ("**X", ("X", "aX", "d/aX"), ("Xa",)),
+]
+
+
+@pytest.mark.parametrize(("glob", "yes", "no"), CLASS_GLOBS)
+def test_glob_classes_match(glob: str, yes: tuple[str, ...], no: tuple[str, ...]) -> None:
+    globs = GlobSet((glob,))
+    assert [p for p in yes if globs.match(p) != glob] == []
+    assert [p for p in no if globs.match(p) is not None] == []
+
+
+def test_a_one_operand_submodule_add_writes_the_directory_it_names(tree: Tree) -> None:
+    # ``git submodule add ./.claude`` clones into ``.claude`` (git names the directory after
+    # the repository): the agents' configuration, so denied as a write, not merely asked.
+    assert tuple(tree.engine().check_line("git submodule add ./.claude")) == (
+        "deny", "path.control",
+        "'.claude' is one of keel's control files ('**/.claude'), protected at any depth",
+        CONTROL_HINT,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("glob", "matches", "misses"),
+    [("[!]a]", ["b", "x"], ["a", "]"]), ("[]a]", ["]", "a"], ["b"]), ("[!]]", ["b"], ["]"])],
+)
+def test_a_bracket_first_in_a_class_is_a_literal_as_in_fnmatch(
+    glob: str, matches: list[str], misses: list[str]
+) -> None:
+    import fnmatch
+
+    found = GlobSet((glob,))
+    for name in matches + misses:
+        assert (found.match(name) is not None) == fnmatch.fnmatchcase(name, glob), name
+        assert (found.match(name) is not None) == (name in matches), name

@@ -196,7 +196,8 @@ def _segment(seg: str) -> str:
         elif c == "?":
             out += "[^/]"
         elif c == "[":
-            j = seg.find("]", i + 2 if seg[i + 1 : i + 2] in ("!", "]") else i + 1)
+            start = i + 2 if seg[i + 1 : i + 2] == "!" else i + 1
+            j = seg.find("]", start + 1 if seg[start : start + 1] == "]" else start)  # as fnmatch
             if j < 0:
                 out += re.escape(c)
             else:
