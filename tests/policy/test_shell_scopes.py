@@ -25,7 +25,6 @@ a secret string in what the agent would read):
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_survivors import _hook as _survivors_hook  # pyright: ignore[reportMissingImports]
 
 from keel.config import parse_config
 from keel.policy import Policy
@@ -537,32 +537,7 @@ def test_the_parse_takes_a_cd_to_a_missing_directory_as_failing(
 
 def _hook(ws: Path, command: str) -> dict[str, Any]:
     """The real ``keel hook`` (Claude Code's dialect, no daemon) for one Bash call."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KEEL_")}
-    env["KEEL_STATE_DIR"] = os.environ["KEEL_STATE_DIR"]
-    env["KEEL_HOOKD"] = "0"
-    payload = {
-        "session_id": "scopes",
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Bash",
-        "tool_input": {"command": command},
-        "cwd": str(ws),
-    }
-    proc = subprocess.run(
-        [str(KEEL), "hook", "PreToolUse", "--agent", "claude", "--workspace", str(ws)],
-        input=json.dumps(payload).encode(),
-        cwd=ws,
-        capture_output=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert b"Traceback" not in proc.stderr, proc.stderr
-    if proc.returncode == 2:
-        return {"permissionDecision": "deny", "permissionDecisionReason": proc.stderr.decode()}
-    assert proc.returncode == 0, proc.stderr
-    if not proc.stdout.strip():
-        return {"permissionDecision": "allow"}  # silence: the client's own permissions apply
-    return json.loads(proc.stdout)["hookSpecificOutput"]
+    return _survivors_hook(ws, "Bash", {"command": command})
 
 
 def _run_as_client(reply: dict[str, Any], command: str, ws: Path) -> str:

@@ -836,7 +836,17 @@ class _Walker:
         if text is None:
             self.forget()
             return
-        sub = parse(
+        sub = self.nested(text, sources=self.out.sources + 1)
+        cwd, vars_, _, _ = sub.end
+        spoilt = any(c.name in _SOURCE_SPOILERS for c in sub.cmds)
+        if cwd is None or spoilt or "HOME" in vars_ or any(k != "env" for k, _ in sub.issues):
+            self.forget()
+            return
+        self.adopt(sub.end)
+
+    def nested(self, text: str, *, sources: int, fresh: bool = True) -> Parsed:
+        """``text`` run in this shell (``source``, ``eval``), parsed from where it stands."""
+        return parse(
             text,
             cwd=self.cwd,
             home=self.home,
@@ -844,13 +854,13 @@ class _Walker:
             cdpath=self.cdpath,
             probe=self.out.probe,
             root=self.out.root,
-            sources=self.out.sources + 1,
+            sources=sources,
+            fresh=fresh,
         )
-        cwd, vars_, int_vars, cdpath = sub.end
-        spoilt = any(c.name in _SOURCE_SPOILERS for c in sub.cmds)
-        if cwd is None or spoilt or "HOME" in vars_ or any(k != "env" for k, _ in sub.issues):
-            self.forget()
-            return
+
+    def adopt(self, end: _State) -> None:
+        """Take over the directory and variables nested text left."""
+        cwd, vars_, int_vars, cdpath = end
         self.cwd = cwd
         self.vars.update(vars_)
         self.int_vars |= int_vars
@@ -906,22 +916,8 @@ class _Walker:
         if any(w is None for w in words):
             self.forget()
             return
-        sub = parse(
-            " ".join(w for w in words if w is not None),
-            cwd=self.cwd,
-            home=self.home,
-            depth=self.depth + 1,
-            cdpath=self.cdpath,
-            probe=self.out.probe,
-            root=self.out.root,
-            sources=self.out.sources,
-            fresh=self.unwritten(cmd),
-        )
-        cwd, vars_, int_vars, cdpath = sub.end
-        self.cwd = cwd
-        self.vars.update(vars_)
-        self.int_vars |= int_vars
-        self.cdpath = self.cdpath or cdpath
+        text = " ".join(w for w in words if w is not None)
+        self.adopt(self.nested(text, sources=self.out.sources, fresh=self.unwritten(cmd)).end)
 
     def cd_target(self, cmd: Cmd, operands: list[str | None]) -> str | None:
         """Where ``cd OPERAND`` goes from the current directory (``None``: unknown)."""
