@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,6 @@ from keel.config import parse_config
 from keel.policy import Policy
 from keel.policy._shell import parse
 
-KEEL = Path(sys.executable).with_name("keel")
 SECRET = "KEY=s3cret-scopes"
 SSH_KEY = "ssh-private-scopes"
 
