@@ -24,12 +24,14 @@ import coverage
 import mutmut
 import mutmut.__main__ as mutmut_cli
 import mutmut.code_coverage as mutmut_coverage
+import mutmut.workers.isolation as mutmut_isolation
 from mutmut.code_coverage import CoverageInfo
 from mutmut.mutation.file_mutation import FailedTypeCheckMutant, MutatedMethodLocation
 from mutmut.type_checking import TypeCheckingError
 from mutmut.utils.file_utils import change_cwd
 from mutmut.utils.format_utils import get_mutant_name
 from mutmut_lines import BASETEMP, MAP_FILE, Recorder, memo_names, write_map, write_mutant_lines
+from mutmut_session import SessionRunner
 from mutmut_typecheck import caught, mutated_files
 
 PINNED = "3.8.1"
@@ -208,6 +210,7 @@ def main() -> int:
     cli.collect_or_load_stats = timed("stats", cli.collect_or_load_stats)
     cli.run_forced_fail_test = timed("forced-fail run", cli.run_forced_fail_test)
     mutmut_coverage._gather_coverage_in_this_process = gather_coverage_by_test
+    mutmut_isolation.PytestRunner = SessionRunner
     return mutmut_cli.cli(prog_name="mutmut") or 0
 
 

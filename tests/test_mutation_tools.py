@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -537,3 +538,88 @@ def test_a_mutant_run_of_passing_tests_passes(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout
     assert list((tmp_path / "tmp" / "keel-mutate").iterdir()) == []  # removed at the end
+
+
+_SESSION_DRIVER = """
+import json, os, sys
+from mutmut.mutation.trampoline import set_mutant_under_test
+from mutmut_session import SessionRunner
+
+runner = SessionRunner()
+runner.warm_up()
+results = {"collected": sorted(runner._items)}
+every = ["tests/test_x.py::test_writes", "tests/test_x.py::test_mutant_2_breaks_this",
+         "tests/test_x.py::test_output"]
+for mutant in ("keel.x.x_f__mutmut_1", "keel.x.x_f__mutmut_2"):
+    pid = os.fork()
+    if pid == 0:
+        sys.stdout = sys.stderr = open(os.devnull, "w")
+        set_mutant_under_test(mutant)
+        os._exit(runner.run_tests(mutant_name=mutant, tests=every))
+    results[mutant] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+print(json.dumps(results))
+"""
+
+_SESSION_TESTS = """
+import os
+import pytest
+
+@pytest.fixture(scope="session")
+def started():
+    with open(os.environ["SESSIONS_LOG"], "a") as log:
+        log.write(os.environ["MUTANT_UNDER_TEST"] + "\\n")
+
+def test_writes(started, tmp_path):
+    (tmp_path / "f").write_text("x")
+
+def test_mutant_2_breaks_this(started):
+    assert not os.environ["MUTANT_UNDER_TEST"].endswith("__mutmut_2")
+
+def test_output(capsys):
+    print("seen")
+    assert capsys.readouterr().out == "seen\\n"
+"""
+
+
+def test_mutant_runs_are_served_from_one_collected_session(tmp_path: Path) -> None:
+    """The forkserver collects once; each mutant's fork runs its tests in that session.
+
+    A passing mutant's run passes (fixtures, ``tmp_path``, captured output work in the
+    fork), a failing test kills its mutant, session fixtures are set up per mutant run
+    (never in the forkserver, where no test runs), and each run's base directory is removed.
+    """
+    import subprocess
+
+    tests = tmp_path / "mutants" / "tests"
+    tests.mkdir(parents=True)
+    (tmp_path / "src").mkdir()
+    (tests / "test_x.py").write_text(_SESSION_TESTS)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.mutmut]\nsource_paths = ["src"]\n'
+        'pytest_add_cli_args_test_selection = ["tests"]\n'
+        'pytest_add_cli_args = ["--tb=no", "-p", "no:cacheprovider", "-p", "mutmut_keel"]\n'
+    )
+    (tmp_path / "tmp").mkdir()
+    log = tmp_path / "sessions.log"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(SCRIPTS),
+        "TMPDIR": str(tmp_path / "tmp"),
+        "SESSIONS_LOG": str(log),
+        "MUTANT_UNDER_TEST": "list_all_tests",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _SESSION_DRIVER],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert results["collected"] == [
+        "tests/test_x.py::test_mutant_2_breaks_this",
+        "tests/test_x.py::test_output",
+        "tests/test_x.py::test_writes",
+    ]
+    assert results["keel.x.x_f__mutmut_1"] == 0
+    assert results["keel.x.x_f__mutmut_2"] == 1
+    assert log.read_text().split() == ["keel.x.x_f__mutmut_1", "keel.x.x_f__mutmut_2"]
+    assert list((tmp_path / "tmp" / "keel-mutate").iterdir()) == []
