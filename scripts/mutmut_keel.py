@@ -31,6 +31,8 @@ import resource
 import shutil
 import signal
 import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import mutmut_lines
@@ -95,9 +97,20 @@ BASETEMP = mutmut_lines.BASETEMP
 _basetemp: list[Path] = []
 
 # A mutant's run may take this many times what its tests took in the coverage pass (which,
-# traced, is already slower than a plain run), plus a start-up allowance.
+# traced, is already slower than a plain run), plus a start-up allowance; each of its tests
+# this many times its own time and its file's slowest (module fixtures), plus less.
 TIME_FACTOR = 4.0
 TIME_ALLOWANCE = 5.0
+TEST_ALLOWANCE = 2.0
+
+_deadline: list[float] = []  # the run's end, on the monotonic clock
+_limits: dict[str, float] = {}  # node id -> the longest that test may take
+
+
+def _arm(seconds: float) -> None:
+    if seconds <= 0:
+        os.kill(os.getpid(), signal.SIGXCPU)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
 
 
 def bound(took: float | None) -> None:
@@ -112,13 +125,81 @@ def bound(took: float | None) -> None:
         return
     wall = TIME_FACTOR * took + TIME_ALLOWANCE
     signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGXCPU))
-    signal.setitimer(signal.ITIMER_REAL, wall)
+    _deadline[:] = [time.monotonic() + wall]
+    _arm(wall)
     soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
     cpu = int(time.process_time() + 2 * wall) + 1
     if hard != resource.RLIM_INFINITY:
         cpu = min(cpu, hard)
     if soft == resource.RLIM_INFINITY or cpu < soft:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, hard))
+
+
+def test_limits(tests: Iterable[str]) -> dict[str, float]:
+    """How long each of ``tests`` may take in a mutant's run before it counts as hung.
+
+    A mutant that loops does so in its first test that reaches it: bounding each test ends
+    it there, where the run's bound waited out every test's allowance (a hung policy or
+    plan mutant held a worker 20-70 s). A test gets its own time and its file's slowest
+    (which holds what module fixtures took, built by whichever test runs first).
+    """
+    took = mutmut_lines.durations()
+    slowest = mutmut_lines.slowest_in_file()
+    return {
+        test: TIME_FACTOR * (took[test] + slowest.get(test.partition("::")[0], 0.0))
+        + TEST_ALLOWANCE
+        for test in tests
+        if test in took
+    }
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Bound each test of a mutant's run (``test_limits``), within the run's bound."""
+    limit = _limits.get(item.nodeid)
+    if limit is not None and _deadline:
+        _arm(min(limit, _deadline[0] - time.monotonic()))
+    try:
+        return (yield)
+    finally:
+        if _deadline:
+            _arm(_deadline[0] - time.monotonic())
+
+
+# Which test killed a mutant, per function (``function<TAB>node id`` lines, in mutants/): the
+# mutants of a function run one after another, and a test that killed one of them is likely
+# to kill the next. Trying those first changes no verdict (any failing test kills).
+KILLS = "kills.tsv"
+_mutant: list[str] = []
+
+
+def function_of(mutant: str) -> str:
+    """``keel.x.x_f__mutmut_3`` -> ``keel.x.x_f``."""
+    return mutant.rpartition("__mutmut_")[0]
+
+
+def killers(mutant: str) -> list[str]:
+    """The tests that killed other mutants of ``mutant``'s function, most kills first."""
+    try:
+        lines = Path(KILLS).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    prefix = function_of(mutant) + "\t"
+    found = Counter(line[len(prefix) :] for line in lines if line.startswith(prefix))
+    return [test for test, _ in found.most_common()]
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Note the test that killed this run's mutant (``KILLS``)."""
+    if not report.failed or len(_mutant) != 1:
+        return
+    line = f"{function_of(_mutant[0])}\t{report.nodeid}\n".encode()
+    _mutant.append(report.nodeid)  # one line per run
+    fd = os.open(KILLS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
 
 
 def basetemp_of(pid: int) -> Path:
@@ -138,7 +219,13 @@ def prepare(mutant: str, tests: list[str]) -> list[str]:
     if ran is not None:
         tests = [t for t in tests if t in ran] or tests
     tests = narrow(mutant, tests, durations())
+    given = set(tests)
+    first = [t for t in killers(mutant) if t in given]
+    tests = first + [t for t in tests if t not in set(first)]
+    _mutant[:] = [mutant]
     bound(mutmut_lines.seconds(tests))
+    _limits.clear()
+    _limits.update(test_limits(tests))
     BASETEMP.mkdir(parents=True, exist_ok=True)  # pytest makes only the last part
     _basetemp[:] = [basetemp_of(os.getpid())]
     return tests

@@ -374,14 +374,39 @@ def tests_for(mutant: str) -> set[str] | None:
     return {by_line["tests"][i] for i in ran} or None
 
 
-def seconds(tests: Iterable[str]) -> float | None:
-    """How long ``tests`` took in the coverage pass (setup, call, teardown), if known."""
+def durations() -> dict[str, float]:
+    """Each test's time in the coverage pass (setup, call, teardown); empty if unknown."""
     loaded = _loaded()
     if loaded is None:
-        return None
+        return {}
     by_line = loaded[0]
-    if "index" not in by_line:
-        by_line["index"] = {test: i for i, test in enumerate(by_line["tests"])}
-    index, took = by_line["index"], by_line.get("took", [])
-    found = [took[index[t]] for t in tests if t in index and index[t] < len(took)]
+    if "by_test" not in by_line:
+        took = by_line.get("took", [])
+        by_line["by_test"] = dict(zip(by_line["tests"], took, strict=False))
+    return by_line["by_test"]
+
+
+def seconds(tests: Iterable[str]) -> float | None:
+    """How long ``tests`` took in the coverage pass (setup, call, teardown), if known."""
+    took = durations()
+    found = [took[t] for t in tests if t in took]
     return sum(found) if found else None
+
+
+def slowest_in_file() -> dict[str, float]:
+    """The longest test time of each test file: what its module fixtures may add to a test.
+
+    A module-scoped fixture is built in the setup of whichever test of the file runs first;
+    in the coverage pass that test's time holds it.
+    """
+    loaded = _loaded()
+    if loaded is None:
+        return {}
+    by_line = loaded[0]
+    if "slowest" not in by_line:
+        slowest: dict[str, float] = {}
+        for test, took in durations().items():
+            path = test.partition("::")[0]
+            slowest[path] = max(slowest.get(path, 0.0), took)
+        by_line["slowest"] = slowest
+    return by_line["slowest"]

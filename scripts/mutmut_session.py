@@ -18,6 +18,7 @@ failed) falls back to mutmut's ``pytest.main``.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -28,6 +29,29 @@ from mutmut.utils.file_utils import change_cwd
 OK, TESTS_FAILED, INTERRUPTED, INTERNAL_ERROR = 0, 1, 2, 3
 # What mutmut's ``PytestRunner`` passes before a mutant's tests (``_pytest_args_regular_run``).
 MUTANT_OPTIONS = ("-x", "-q", "-p", "no:randomly", "-p", "no:random-order")
+
+
+TIMES = "mutant-times.tsv"  # in mutants/: name, seconds, exit code, tests given
+
+
+def note_time(mutant: str, seconds: float, status: int, tests: int) -> None:
+    """Append one mutant run's time to ``TIMES`` (mutmut records none for forked runs).
+
+    One short ``O_APPEND`` write per run, so concurrent runs' lines do not interleave. A run
+    ended by its time bound writes nothing (mutmut records it as a timeout).
+    """
+    line = f"{mutant}\t{seconds:.3f}\t{status}\t{tests}\n".encode()
+    fd = os.open(TIMES, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def note(line: str) -> None:
+    """Add ``line`` to ``mutants/phases.log`` (``make mutate`` prints it)."""
+    with open("mutants/phases.log", "a", encoding="utf-8") as log:
+        log.write(line + "\n")
 
 
 class SessionRunner(PytestRunner):
@@ -48,9 +72,12 @@ class SessionRunner(PytestRunner):
         try:
             with change_cwd("mutants"):
                 self._collect()
-        except Exception:  # mutmut's own run per mutant still works
+        except Exception as error:  # mutmut's own run per mutant still works
             self._config = self._session = None
             self._items = {}
+            note(f"one session: not built ({error!r}); each mutant runs pytest.main")
+        else:
+            note(f"one session: {len(self._items)} tests collected")
 
     def _collect(self) -> None:
         from _pytest.config import _prepareconfig
@@ -77,11 +104,17 @@ class SessionRunner(PytestRunner):
             return super().run_tests(mutant_name=mutant_name, tests=wanted)
         import mutmut_keel
 
-        chosen = mutmut_keel.prepare(mutant_name, wanted)
-        if any(test not in self._items for test in chosen):
-            return super().run_tests(mutant_name=mutant_name, tests=wanted)
+        start = time.monotonic()
         with change_cwd("mutants"):
-            return self._run([self._items[test] for test in chosen])
+            chosen = mutmut_keel.prepare(mutant_name, wanted)
+            if any(test not in self._items for test in chosen):
+                status = None
+            else:
+                status = self._run([self._items[test] for test in chosen])
+                note_time(mutant_name, time.monotonic() - start, status, len(chosen))
+        if status is None:
+            return super().run_tests(mutant_name=mutant_name, tests=wanted)
+        return status
 
     def _run(self, items: list[Any]) -> int:
         import mutmut_keel

@@ -546,11 +546,15 @@ from mutmut.mutation.trampoline import set_mutant_under_test
 from mutmut_session import SessionRunner
 
 runner = SessionRunner()
+sys.stdout = open(os.devnull, "w")  # as mutmut's forkserver warms up
 runner.warm_up()
+sys.stdout = sys.__stdout__
 results = {"collected": sorted(runner._items)}
-every = ["tests/test_x.py::test_writes", "tests/test_x.py::test_mutant_2_breaks_this",
-         "tests/test_x.py::test_output"]
-for mutant in ("keel.x.x_f__mutmut_1", "keel.x.x_f__mutmut_2"):
+every = ["tests/test_x.py::test_writes", "tests/test_x.py::test_output",
+         "tests/test_x.py::test_hangs_for_4", "tests/test_x.py::test_fails_for_2_and_3",
+         "tests/test_y.py::test_slow_elsewhere"]
+for n in (1, 2, 3, 4):
+    mutant = f"keel.x.x_f__mutmut_{n}"
     pid = os.fork()
     if pid == 0:
         sys.stdout = sys.stderr = open(os.devnull, "w")
@@ -564,20 +568,32 @@ _SESSION_TESTS = """
 import os
 import pytest
 
+def mutant():
+    return os.environ["MUTANT_UNDER_TEST"].rpartition("_")[2]
+
 @pytest.fixture(scope="session")
 def started():
     with open(os.environ["SESSIONS_LOG"], "a") as log:
-        log.write(os.environ["MUTANT_UNDER_TEST"] + "\\n")
+        log.write(f"session {mutant()}\\n")
 
-def test_writes(started, tmp_path):
+@pytest.fixture(autouse=True)
+def ran(request, started):
+    with open(os.environ["SESSIONS_LOG"], "a") as log:
+        log.write(f"{mutant()} {request.node.name}\\n")
+
+def test_writes(tmp_path):
     (tmp_path / "f").write_text("x")
-
-def test_mutant_2_breaks_this(started):
-    assert not os.environ["MUTANT_UNDER_TEST"].endswith("__mutmut_2")
 
 def test_output(capsys):
     print("seen")
     assert capsys.readouterr().out == "seen\\n"
+
+def test_hangs_for_4():
+    while mutant() == "4":
+        pass
+
+def test_fails_for_2_and_3():
+    assert mutant() not in ("2", "3")
 """
 
 
@@ -585,15 +601,28 @@ def test_mutant_runs_are_served_from_one_collected_session(tmp_path: Path) -> No
     """The forkserver collects once; each mutant's fork runs its tests in that session.
 
     A passing mutant's run passes (fixtures, ``tmp_path``, captured output work in the
-    fork), a failing test kills its mutant, session fixtures are set up per mutant run
-    (never in the forkserver, where no test runs), and each run's base directory is removed.
+    fork) and a failing test kills its mutant; session fixtures are set up per mutant run
+    (never in the forkserver, where no test runs); a test that killed a mutant runs first
+    for the next mutant of the same function; a test that hangs is ended by its own bound
+    (the run's bound is ~4,000 s here: one test took 1,000 s in the coverage pass); each
+    run's base directory is removed and its time noted.
     """
+    import signal
     import subprocess
 
-    tests = tmp_path / "mutants" / "tests"
-    tests.mkdir(parents=True)
+    mutants = tmp_path / "mutants"
+    (mutants / "tests").mkdir(parents=True)
+    (mutants / "tests" / "test_x.py").write_text(_SESSION_TESTS)
+    (mutants / "tests" / "test_y.py").write_text("def test_slow_elsewhere():\n    pass\n")
+    took = {"test_x.py::test_writes": 0.01, "test_x.py::test_output": 0.01,
+            "test_x.py::test_hangs_for_4": 0.01, "test_x.py::test_fails_for_2_and_3": 0.01,
+            "test_y.py::test_slow_elsewhere": 1000.0}  # fmt: skip
+    (mutants / "tests-by-line.json").write_text(
+        json.dumps({"tests": [f"tests/{t}" for t in took], "took": list(took.values()),
+                    "lines": {}, "imported": {}})
+    )  # fmt: skip
+    (mutants / "lines-by-mutant.json").write_text("{}")
     (tmp_path / "src").mkdir()
-    (tests / "test_x.py").write_text(_SESSION_TESTS)
     (tmp_path / "pyproject.toml").write_text(
         '[tool.mutmut]\nsource_paths = ["src"]\n'
         'pytest_add_cli_args_test_selection = ["tests"]\n'
@@ -610,16 +639,36 @@ def test_mutant_runs_are_served_from_one_collected_session(tmp_path: Path) -> No
     }
     done = subprocess.run(
         [sys.executable, "-c", _SESSION_DRIVER],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     results = json.loads(done.stdout.strip().splitlines()[-1])
     assert results["collected"] == [
-        "tests/test_x.py::test_mutant_2_breaks_this",
+        "tests/test_x.py::test_fails_for_2_and_3",
+        "tests/test_x.py::test_hangs_for_4",
         "tests/test_x.py::test_output",
         "tests/test_x.py::test_writes",
+        "tests/test_y.py::test_slow_elsewhere",
     ]
-    assert results["keel.x.x_f__mutmut_1"] == 0
-    assert results["keel.x.x_f__mutmut_2"] == 1
-    assert log.read_text().split() == ["keel.x.x_f__mutmut_1", "keel.x.x_f__mutmut_2"]
-    assert list((tmp_path / "tmp" / "keel-mutate").iterdir()) == []
+    assert [results[f"keel.x.x_f__mutmut_{n}"] for n in (1, 2, 3, 4)] == [
+        0, 1, 1, -signal.SIGXCPU
+    ]  # fmt: skip
+    ran = log.read_text().splitlines()
+    assert ran == [
+        "session 1", "1 test_writes", "1 test_output", "1 test_hangs_for_4",
+        "1 test_fails_for_2_and_3",  # (test_y has no log)
+        "session 2", "2 test_writes", "2 test_output", "2 test_hangs_for_4",
+        "2 test_fails_for_2_and_3",
+        "session 3", "3 test_fails_for_2_and_3",  # the test that killed mutant 2 first
+        "session 4", "4 test_fails_for_2_and_3", "4 test_writes", "4 test_output",
+        "4 test_hangs_for_4",
+    ]  # fmt: skip
+    left = list((tmp_path / "tmp" / "keel-mutate").iterdir())
+    assert len(left) == 1  # only the run ended by a signal keeps its directory
+    times = [line.split("\t") for line in (mutants / "mutant-times.tsv").read_text().splitlines()]
+    assert [(name, status, count) for name, _, status, count in times] == [
+        ("keel.x.x_f__mutmut_1", "0", "5"),
+        ("keel.x.x_f__mutmut_2", "1", "5"),
+        ("keel.x.x_f__mutmut_3", "1", "5"),
+    ]  # mutant 4 was ended by its bound: mutmut records the timeout
+    assert "one session: 5 tests collected" in (mutants / "phases.log").read_text()
