@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import os
 import time
+import traceback
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from mutmut.runners.harness import PytestRunner
@@ -31,10 +33,11 @@ OK, TESTS_FAILED, INTERRUPTED, INTERNAL_ERROR = 0, 1, 2, 3
 MUTANT_OPTIONS = ("-x", "-q", "-p", "no:randomly", "-p", "no:random-order")
 
 
+ERRORS = "session-errors.log"  # in mutants/: what ended a mutant's run with an exception
 TIMES = "mutant-times.tsv"  # in mutants/: name, seconds, exit code, tests given
 
 
-def note_time(mutant: str, seconds: float, status: int, tests: int) -> None:
+def note_time(mutant: str, seconds: float, status: int | str, tests: int) -> None:
     """Append one mutant run's time to ``TIMES`` (mutmut records none for forked runs).
 
     One short ``O_APPEND`` write per run, so concurrent runs' lines do not interleave. A run
@@ -46,6 +49,30 @@ def note_time(mutant: str, seconds: float, status: int, tests: int) -> None:
         os.write(fd, line)
     finally:
         os.close(fd)
+
+
+EXPLAINED = "tests/mutation-equivalent.tsv"
+
+
+def explained_mutants(root: Path) -> frozenset[str]:
+    """The mutants ``EXPLAINED`` says survive, whose mutated line is still the one explained.
+
+    They are equivalent mutants: no test can kill them, and a surviving policy mutant's run
+    is seconds of tests (hundreds of them a run). They count as survivors with their reason,
+    as if they had run; ``MUTATE_RECHECK=1`` runs them too. An explanation without its line,
+    or written for another mutation of the function, does not count.
+    """
+    import mutation_score
+
+    path = root / EXPLAINED
+    if os.environ.get("MUTATE_RECHECK") or not path.is_file():
+        return frozenset()
+    known = mutation_score.load_explained(path)
+    return frozenset(
+        name
+        for name, why in known.items()
+        if why.line and mutation_score.mutated_line(root, name) == why.line
+    )
 
 
 def note(line: str) -> None:
@@ -62,6 +89,7 @@ class SessionRunner(PytestRunner):
         self._config: Any = None
         self._session: Any = None
         self._items: dict[str, Any] = {}
+        self._explained: frozenset[str] = frozenset()
 
     def mutant_args(self) -> list[str]:
         """The options of mutmut's run for a mutant (``-x``: it stops at its first failure)."""
@@ -78,6 +106,12 @@ class SessionRunner(PytestRunner):
             note(f"one session: not built ({error!r}); each mutant runs pytest.main")
         else:
             note(f"one session: {len(self._items)} tests collected")
+        try:
+            self._explained = explained_mutants(Path.cwd())
+        except (Exception, SystemExit) as error:  # a malformed file: run them all
+            note(f"explained: not read ({error!r}); every mutant runs")
+        else:
+            note(f"explained: {len(self._explained)} mutants survive without a run")
 
     def _collect(self) -> None:
         from _pytest.config import _prepareconfig
@@ -100,19 +134,29 @@ class SessionRunner(PytestRunner):
     def run_tests(self, *, mutant_name: str | None, tests: Iterable[str]) -> int:
         """Run ``tests`` for ``mutant_name`` in the collected session (a fork of it)."""
         wanted = list(tests)
+        if mutant_name in self._explained:
+            with change_cwd("mutants"):
+                note_time(mutant_name, 0.0, "explained", 0)
+            return OK
         if self._session is None or mutant_name is None or not wanted:
             return super().run_tests(mutant_name=mutant_name, tests=wanted)
         import mutmut_keel
 
         start = time.monotonic()
         with change_cwd("mutants"):
-            chosen = mutmut_keel.prepare(mutant_name, wanted)
-            if any(test not in self._items for test in chosen):
-                status = None
-            else:
-                status = self._run([self._items[test] for test in chosen])
-                note_time(mutant_name, time.monotonic() - start, status, len(chosen))
+            try:
+                chosen = mutmut_keel.prepare(mutant_name, wanted)
+                if any(test not in self._items for test in chosen):
+                    status = None
+                else:
+                    status = self._run([self._items[test] for test in chosen])
+                    note_time(mutant_name, time.monotonic() - start, status, len(chosen))
+            except BaseException:  # mutmut records a worker error; say what it was
+                with open(ERRORS, "a", encoding="utf-8") as log:
+                    log.write(f"{mutant_name}\n{traceback.format_exc()}\n")
+                raise
         if status is None:
+            note(f"{mutant_name}: a test not in the session, run by pytest.main")
             return super().run_tests(mutant_name=mutant_name, tests=wanted)
         return status
 

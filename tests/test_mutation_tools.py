@@ -553,7 +553,7 @@ results = {"collected": sorted(runner._items)}
 every = ["tests/test_x.py::test_writes", "tests/test_x.py::test_output",
          "tests/test_x.py::test_hangs_for_4", "tests/test_x.py::test_fails_for_2_and_3",
          "tests/test_y.py::test_slow_elsewhere"]
-for n in (1, 2, 3, 4):
+for n in (1, 2, 3, 4, 5):
     mutant = f"keel.x.x_f__mutmut_{n}"
     pid = os.fork()
     if pid == 0:
@@ -622,6 +622,14 @@ def test_mutant_runs_are_served_from_one_collected_session(tmp_path: Path) -> No
                     "lines": {}, "imported": {}})
     )  # fmt: skip
     (mutants / "lines-by-mutant.json").write_text("{}")
+    (mutants / "src" / "keel").mkdir(parents=True)
+    (mutants / "src" / "keel" / "x.py").write_text(
+        "def x_f__mutmut_orig():\n    return 1\n\ndef x_f__mutmut_5():\n    return 2\n"
+    )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "mutation-equivalent.tsv").write_text(
+        "keel.x.x_f__mutmut_5\treturn 2\tan explained mutant: survives, no test runs\n"
+    )
     (tmp_path / "src").mkdir()
     (tmp_path / "pyproject.toml").write_text(
         '[tool.mutmut]\nsource_paths = ["src"]\n'
@@ -650,8 +658,8 @@ def test_mutant_runs_are_served_from_one_collected_session(tmp_path: Path) -> No
         "tests/test_x.py::test_writes",
         "tests/test_y.py::test_slow_elsewhere",
     ]
-    assert [results[f"keel.x.x_f__mutmut_{n}"] for n in (1, 2, 3, 4)] == [
-        0, 1, 1, -signal.SIGXCPU
+    assert [results[f"keel.x.x_f__mutmut_{n}"] for n in (1, 2, 3, 4, 5)] == [
+        0, 1, 1, -signal.SIGXCPU, 0
     ]  # fmt: skip
     ran = log.read_text().splitlines()
     assert ran == [
@@ -670,5 +678,42 @@ def test_mutant_runs_are_served_from_one_collected_session(tmp_path: Path) -> No
         ("keel.x.x_f__mutmut_1", "0", "5"),
         ("keel.x.x_f__mutmut_2", "1", "5"),
         ("keel.x.x_f__mutmut_3", "1", "5"),
+        ("keel.x.x_f__mutmut_5", "explained", "0"),
     ]  # mutant 4 was ended by its bound: mutmut records the timeout
-    assert "one session: 5 tests collected" in (mutants / "phases.log").read_text()
+    phases = (mutants / "phases.log").read_text()
+    assert "one session: 5 tests collected" in phases
+    assert "explained: 1 mutants survive without a run" in phases
+
+
+_MUTATED = """
+def x_f__mutmut_orig(a):
+    return a + 1
+
+def x_f__mutmut_1(a):
+    return a - 1
+
+def x_f__mutmut_2(a):
+    return a * 1
+
+def x_f__mutmut_3(a):
+    return a / 1
+"""
+
+
+def test_explained_mutants_survive_without_a_run_only_while_their_line_is_the_one_explained(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = _load("mutmut_session")
+    (tmp_path / "mutants" / "src" / "keel").mkdir(parents=True)
+    (tmp_path / "mutants" / "src" / "keel" / "x.py").write_text(_MUTATED)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "mutation-equivalent.tsv").write_text(
+        "# name, mutated line, reason\n"
+        "keel.x.x_f__mutmut_1\treturn a - 1\tsame for every a (explained, line holds)\n"
+        "keel.x.x_f__mutmut_2\treturn a + 2\twritten for another mutation of f\n"
+        "keel.x.x_f__mutmut_3\t\tno line recorded: not trusted to skip a run\n"
+    )
+    monkeypatch.delenv("MUTATE_RECHECK", raising=False)
+    assert session.explained_mutants(tmp_path) == {"keel.x.x_f__mutmut_1"}
+    monkeypatch.setenv("MUTATE_RECHECK", "1")
+    assert session.explained_mutants(tmp_path) == set()

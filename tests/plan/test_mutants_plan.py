@@ -1091,6 +1091,22 @@ def test_a_plan_the_lint_flagged_commits_no_write(root: Path) -> None:
     assert (root / "a.txt").read_text() == "hello" and not (root / "out.txt").exists()
 
 
+def test_every_action_the_lint_flagged_is_named_in_the_refusal(root: Path) -> None:
+    steps = [
+        ev("e1", "fs.writable", ["out.txt"], "ok"),
+        fin("f1", "file.write", ["a.txt", "x"]),
+        fin("f2", "file.write", ["b.txt", "y"]),
+        fin("f3", "file.write", ["out.txt", "z"], _c("and", "{{ok}}")),
+    ]
+    report, _ = run(steps, root, policy=AllowAll())
+    assert records(report)["f3"]["reason"] == (
+        "the commitment lint flagged final action(s) f1, f2 of this plan: it cannot "
+        "succeed as written, so none of its writes or commands run"
+    )
+    assert report.refused == ("f1", "f2")
+    assert not (root / "b.txt").exists() and not (root / "out.txt").exists()
+
+
 def test_a_flagged_plan_fails_even_when_the_flagged_action_is_not_reached(root: Path) -> None:
     steps = [
         ev("e1", "fs.exists", ["none.txt"], "ex"),
