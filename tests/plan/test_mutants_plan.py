@@ -565,6 +565,14 @@ def test_host_probes_look_at_the_workspace(root: Path) -> None:
     assert report.facts[0] == "only-here/new.txt is writable"
 
 
+def test_a_probe_runners_crash_message_is_cut_at_500_characters(root: Path) -> None:
+    runner = Canned({"fs.is_file": RuntimeError("x" * 600)})
+    report, _ = run([ev("e1", "fs.is_file", ["a.txt"], "isf"),
+                     fin("f", "output.result", ["{{isf}}"])], root, runner)  # fmt: skip
+    message = records(report)["e1"]["error"]["message"]
+    assert message == ("RuntimeError: " + "x" * 600)[:500]
+
+
 def test_a_probe_runner_that_fails_without_an_error_or_crashes(root: Path) -> None:
     crashed = "RuntimeError: runner down"
     runner = Canned(

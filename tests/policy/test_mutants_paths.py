@@ -218,6 +218,14 @@ def test_a_u_encoded_lone_surrogate_is_judged_without_a_crash(tree: Tree) -> Non
     assert (decision.decision, decision.rule) == ("deny", "path.outside_workspace")
 
 
+def test_an_upper_case_u_encoded_traversal_is_decoded_too(tree: Tree) -> None:
+    """``%U002e%U002e`` is ``..`` as ``%u002e%u002e`` is: it reached outside the workspace."""
+    policy = Policy.for_preset("developer", tree.ws)
+    for spelling in ("%u002e%u002e", "%U002e%U002e", "%U002E%u002E"):
+        decision = policy.check_path(f"{spelling}/{spelling}/{spelling}/etc/passwd", "write")
+        assert (decision.decision, decision.rule) == ("deny", "path.outside_workspace"), spelling
+
+
 def test_an_invalid_percent_byte_is_replaced_not_fatal(tree: Tree) -> None:
     decision = Policy.for_preset("developer", tree.ws).check_path("%ff/%2e%2e/%2e%2e/x", "read")
     assert (decision.decision, decision.rule) == ("deny", "path.outside_workspace")
@@ -501,6 +509,7 @@ def _encoded(times: int) -> str:
         ("a&ltb", ["a&ltb"]),  # an entity needs its semicolon
         ("a;b", ["a;b"]),
         ("%u002e%u002e/x", ["%u002e%u002e/x", "../x"]),
+        ("%U002e%U002e/x", ["%U002e%U002e/x", "../x"]),
         ("0x2e0x2e/x", ["0x2e0x2e/x", "../x"]),
         ("0X2E0X2F", ["0X2E0X2F", "./"]),
         ("..%c0%afx", ["..%c0%afx", "../x"]),

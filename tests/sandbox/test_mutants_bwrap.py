@@ -22,7 +22,7 @@ import pytest
 from sandbox_helpers import config, skip_or_fail
 
 from keel.errors import SandboxError
-from keel.sandbox import _bwrap
+from keel.sandbox import _bwrap, _python
 from keel.sandbox._bwrap import (
     BwrapBinary,
     BwrapSandbox,
@@ -555,6 +555,29 @@ def test_run_python_binds_the_layout_and_sets_its_environment(fake: BwrapBinary,
     assert layout.binds and all(os.path.isabs(p) for p in layout.binds)
     site = sandbox.run_python("site", workspace=ws, timeout=30)  # prints sys.path
     assert site.exit_code == 0 and all(f"'{p}'" in site.stdout.decode() for p in layout.pythonpath)
+
+
+@pytest.mark.parametrize(("owner", "group", "mode"), [(65534, 0, 0o700), (0, 65534, 0o750)])
+def test_the_layout_reads_an_import_root_by_the_sandbox_uids_owner_or_group_bits(
+    fake: BwrapBinary,
+    base: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    owner: int,
+    group: int,
+    mode: int,
+) -> None:
+    """A root only the sandbox uid (or its group) may read is used as it is, not mirrored."""
+    root = base / "site"
+    root.mkdir()
+    os.chown(root, owner, group)
+    root.chmod(mode)
+    monkeypatch.setattr("keel.sandbox._python.import_roots", lambda: (str(root),))
+    _python.python_layout.cache_clear()
+    try:
+        layout = BwrapSandbox(config(), fake, NOBODY).python()
+    finally:
+        _python.python_layout.cache_clear()  # the next test sees the real roots
+    assert layout.pythonpath == (str(root),)
 
 
 @pytest.mark.usefixtures("log")  # where the stand-in writes what it saw

@@ -24,7 +24,7 @@ DEVICES_READ = DEVICES_WRITE | {
 
 # Patterns are compiled on first use (re caches them).
 _PCT = rb"%([0-9a-fA-F]{2})"
-_PCT_U = r"%u([0-9a-fA-F]{4})"
+_PCT_U = r"%[uU]([0-9a-fA-F]{4})"  # IIS-style; servers read it in either case
 _PARAMS = r";[^/\\]*"
 _DRIVE = r"^(?:[A-Za-z]:|\\\\|//[^/])"
 _OVERLONG = (
