@@ -157,3 +157,21 @@ def test_a_secret_looking_absolute_name_that_is_no_secret_passes_in_an_unknown_d
     config = CONFIG + f'allow = ["{script}"]\n'
     got = Policy.from_config(parse_config(config), root).check_command(f"cd a b; {script}")
     assert (got.decision, got.rule) == ("allow", "preset.developer.allow")
+
+
+@pytest.mark.parametrize(
+    ("line", "decision", "rule"),
+    [
+        # an argument after one keel cannot read is still looked at
+        ("python3 x.py $Y /etc/passwd", "deny", "path.outside_workspace"),
+        # an option's value is everything after its first '=' (a file may have '=' in its name)
+        ("python3 x.py --in=/etc/x=y", "deny", "path.outside_workspace"),
+        ("python3 x.py --in=.env=x", "ask", "default.ask"),  # '.env=x' is not '.env'
+        ("python3 x.py --in=%2e%2e=x", "ask", "default.ask"),  # '..=x' is a name in the workspace
+        # REV:PATH names a file for git's show-like commands only
+        ("ls show HEAD:/etc/shadow", "allow", "preset.developer.allow"),
+    ],
+)
+def test_the_files_any_command_names(root: Path, line: str, decision: str, rule: str) -> None:
+    found = Policy.for_preset("developer", root).check_command(line)
+    assert (found.decision, found.rule) == (decision, rule)

@@ -83,6 +83,7 @@ def test_normalise(name: str, expected: str) -> None:
         ("git --no-pager log", "log"), ("git -P log", "log"), ("git --paginate log", "log"),
         ("git --no-replace-objects log", "log"), ("git --literal-pathspecs log", "log"),
         ("git --no-optional-locks status", "status"), ("git -C sub status -s", "status -s"),
+        ("git --no-pager -C sub status -s", "status -s"),
         ("git log -C x", "log -C x"), ("git log -P", "log"),
         ("python -u -B -O -OO -I -E -s -S -q -b -bb x.py", "x.py"),
         ("python -W ignore -X dev x.py", "x.py"), ("python x.py -u -W y", "x.py -u -W y"),
