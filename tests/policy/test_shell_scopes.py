@@ -754,3 +754,18 @@ def test_the_hook_keeps_an_eval_cdpath_from_moving_a_write_out(fresh_ws: Path) -
     line = f"eval 'export CDPATH={outside}'; cd d; echo x > marker"
     seen = _run_as_client(_hook(fresh_ws, line), line, fresh_ws)
     assert not (outside / "d" / "marker").exists(), seen
+
+
+@pytest.mark.parametrize("wrapper", ["nice", "timeout 5", "env", "nohup", "bash -c", "su -c"])
+def test_the_hook_judges_a_workspace_script_named_like_a_wrapper(
+    fresh_ws: Path, wrapper: str
+) -> None:
+    """``./nice ls`` runs the agent's own ``./nice``, not the system's: it is not just ``ls``."""
+    marker = fresh_ws.parent / "marker"
+    name, _, rest = wrapper.partition(" ")
+    script = fresh_ws / name
+    script.write_text(f"#!/bin/sh\necho pwned > {marker}\n")
+    script.chmod(0o755)
+    line = f"./{name} {rest} ls".replace("  ", " ") if rest != "-c" else f"./{name} -c ls"
+    seen = _run_as_client(_hook(fresh_ws, line), line, fresh_ws)
+    assert not marker.exists(), seen

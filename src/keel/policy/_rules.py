@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from keel.policy._shell import SHELLS, Cmd
+from keel.policy._shell import SHELLS, STD_BIN, Cmd
 from keel.policy._url import BAD, is_url, url_host_ports, url_hosts
 
 FETCHERS = frozenset(
@@ -51,7 +51,6 @@ INTERPRETERS = frozenset(
         "deno",
     ]
 )
-STD_BIN = ("/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/", "/usr/local/sbin/")
 VENV_BIN = (".venv/bin/", "venv/bin/", "./.venv/bin/", "./venv/bin/", "env/bin/")
 NO_PATH_ARGS = frozenset({"echo", "printf", "test", "[", "true", "false", ":", "expr", "seq"})
 READERS = frozenset(

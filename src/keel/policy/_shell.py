@@ -70,6 +70,7 @@ RESERVED = frozenset(
     ]
 )
 ENV_RISKS = _env.LOADER
+STD_BIN = ("/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/", "/usr/local/sbin/")
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "ash", "fish", "busybox", "rbash", "mksh"})
 MAX_DEPTH = 6
 _ESCAPE = r"\\(.)"
@@ -1513,7 +1514,25 @@ def _skip_options(argv: list[str | None], i: int, with_arg: frozenset[str]) -> i
 
 
 def _expand(cmd: Cmd, out: Parsed, home: str, depth: int) -> None:
-    """Append ``cmd`` and, for wrappers, the command(s) it runs, recursively."""
+    """Append ``cmd`` and, for wrappers, the command(s) it runs, recursively.
+
+    A wrapper named by a path outside the system's bin directories (``./nice``, which the
+    agent may have written) is judged as its own command too: only its inner command was.
+    """
+    try:
+        _expand_wrapper(cmd, out, home, depth)
+    finally:
+        name = cmd.name or ""
+        if cmd.is_wrapper and "/" in name and not _system_bin(name):
+            cmd.is_wrapper = False
+
+
+def _system_bin(name: str) -> bool:
+    """``name`` is a program in one of the system's bin directories (``/usr/bin/nice``)."""
+    return any(name.startswith(p) and "/" not in name[len(p) :] for p in STD_BIN)
+
+
+def _expand_wrapper(cmd: Cmd, out: Parsed, home: str, depth: int) -> None:
     out.cmds.append(cmd)
     name = cmd.name
     if not name:
