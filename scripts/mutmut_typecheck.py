@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -74,6 +75,16 @@ def mutated_files(pyproject: Path) -> list[str]:
     return list(data["tool"]["mutmut"]["only_mutate"])
 
 
+def pyright_threads() -> list[str]:
+    """The ``--threads`` option with a count for pyright: one thread per core.
+
+    A bare ``--threads`` means one thread on a machine with fewer than 4 cores (pyright's CLI
+    rule). On the 2-core machine, 2 threads checked the 19 mutated files in 160 s instead of
+    252 s, with the same diagnostics (measured on one run's mutants, one after the other).
+    """
+    return ["--threads", str(max(1, os.cpu_count() or 1))]
+
+
 def run_pyright(files: list[str], venv: Path, mutants: Path) -> list[dict]:
     """Pyright's diagnostics for ``files`` (relative to ``mutants``), imports from ``venv``."""
     config = {
@@ -85,7 +96,7 @@ def run_pyright(files: list[str], venv: Path, mutants: Path) -> list[dict]:
     }
     (mutants / "pyrightconfig.json").write_text(json.dumps(config), encoding="utf-8")
     done = subprocess.run(
-        [str(venv / "bin" / "pyright"), "--outputjson", "--threads"],
+        [str(venv / "bin" / "pyright"), "--outputjson", *pyright_threads()],
         capture_output=True,
         text=True,
         cwd=mutants,

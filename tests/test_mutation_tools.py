@@ -717,3 +717,12 @@ def test_explained_mutants_survive_without_a_run_only_while_their_line_is_the_on
     assert session.explained_mutants(tmp_path) == {"keel.x.x_f__mutmut_1"}
     monkeypatch.setenv("MUTATE_RECHECK", "1")
     assert session.explained_mutants(tmp_path) == set()
+
+
+def test_pyright_is_given_a_thread_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bare ``--threads`` is one thread under 4 cores: the count is always given."""
+    typecheck = _load("mutmut_typecheck")
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert typecheck.pyright_threads() == ["--threads", "2"]
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert typecheck.pyright_threads() == ["--threads", "1"]
