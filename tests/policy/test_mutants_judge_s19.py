@@ -15,10 +15,10 @@ import pytest
 from keel.config import parse_config
 from keel.policy import Policy
 from keel.policy._core import Engine
+from keel.policy._judge_cmds import SCRIPT_CAP
 from keel.policy._ruling import Ruling
 from keel.policy._snapshot import default_snapshot
 
-SCRIPT_CAP = 256 << 10  # keel.policy._judge_cmds.SCRIPT_CAP: how much of a script is read
 FIX = "--- a/src/a.py\n+++ b/src/a.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
 SSH_PATCH = "--- w/.ssh/authorized_keys\n+++ w/.ssh/authorized_keys\n@@ -1 +1 @@\n-a\n+b\n"
 
