@@ -29,8 +29,6 @@ from mutmut.utils.file_utils import change_cwd
 
 # pytest's exit codes (``pytest.ExitCode``), without importing pytest in mutmut's parent.
 OK, TESTS_FAILED, INTERRUPTED, INTERNAL_ERROR = 0, 1, 2, 3
-# What mutmut's ``PytestRunner`` passes before a mutant's tests (``_pytest_args_regular_run``).
-MUTANT_OPTIONS = ("-x", "-q", "-p", "no:randomly", "-p", "no:random-order")
 
 
 ERRORS = "session-errors.log"  # in mutants/: what ended a mutant's run with an exception
@@ -93,7 +91,8 @@ class SessionRunner(PytestRunner):
 
     def mutant_args(self) -> list[str]:
         """The options of mutmut's run for a mutant (``-x``: it stops at its first failure)."""
-        return ["--rootdir=.", "--tb=native", *MUTANT_OPTIONS]
+        options = self._pytest_args_regular_run(["-"])[:-1]  # mutmut's own, without the test
+        return ["--rootdir=.", "--tb=native", *options]
 
     def warm_up(self) -> None:
         """Configure pytest and collect every selected test, once, in the forkserver."""
