@@ -49,7 +49,8 @@ mutate: $(STAMP)
 	@cat mutants/phases.log 2>/dev/null || true
 	@echo "mutmut took $$(( $$(date +%s) - $$(cat mutants/started) )) s"
 	$(BIN)/python scripts/mutation_score.py --survivors mutants/survivors.txt \
-		--report tests/MUTATION.md --explained tests/mutation-equivalent.tsv
+		--report tests/MUTATION.md --explained tests/mutation-equivalent.tsv \
+		--killers tests/mutation-killers.tsv
 
 clean:
 	rm -rf $(VENV) .pytest_cache build dist

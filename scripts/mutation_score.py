@@ -201,6 +201,39 @@ def write_report(path: Path, block: str) -> None:
     path.write_text(head + block + tail, encoding="utf-8")
 
 
+def merge_killers(kills: list[str], seed: list[str], live: set[str], top: int = 5) -> list[str]:
+    """The killer seed (``function<TAB>test`` lines) after a run.
+
+    Per function, the ``top`` tests that killed most of its mutants in this run (``kills``,
+    one line per kill); a function this run killed nothing of keeps its old lines while it
+    still has mutants (``live``).
+    """
+    counts: dict[str, Counter[str]] = {}
+    for line in kills:
+        function, tab, test = line.partition("\t")
+        if tab:
+            counts.setdefault(function, Counter())[test] += 1
+    out = [f"{f}\t{t}" for f in sorted(counts) for t, _ in counts[f].most_common(top)]
+    kept = [
+        line
+        for line in seed
+        if "\t" in line and (f := line.partition("\t")[0]) not in counts and f in live
+    ]
+    return sorted(out + kept, key=lambda line: line.partition("\t")[0])
+
+
+def write_killers(root: Path, path: Path) -> None:
+    """Merge ``root``/mutants/kills.tsv into the killer seed at ``path`` (``merge_killers``)."""
+    try:
+        kills = (root / "mutants" / "kills.tsv").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return
+    seed = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    live = {name.rpartition("__mutmut_")[0] for name in results(root)}
+    lines = merge_killers(kills, seed, live)
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the per-status counts, then the score line; 1 when there are no results."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
@@ -209,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--by-module", action="store_true", help="a score line per module")
     parser.add_argument("--report", type=Path, help="rewrite the generated block of this file")
     parser.add_argument("--explained", type=Path, help="name<TAB>reason of equivalent mutants")
+    parser.add_argument("--killers", type=Path, help="merge this run's killers into this seed")
     args = parser.parse_args(argv)
     codes = results(args.root)
     if not codes:
@@ -227,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         explained = load_explained(args.explained) if args.explained else {}
         write_report(args.report, report_block(codes, explained, args.root))
+    if args.killers:
+        write_killers(args.root, args.killers)
     percent = 100.0 * killed / total if total else 0.0
     print(f"mutation score: {killed}/{total} killed ({percent:.1f}%)")
     return 0

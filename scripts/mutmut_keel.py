@@ -170,7 +170,12 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 # mutants of a function run one after another, and a test that killed one of them is likely
 # to kill the next. Trying those first changes no verdict (any failing test kills).
 KILLS = "kills.tsv"
+# The same, kept from the last run (``mutation_score.py --killers`` writes the repository's
+# copy; mutmut copies tests/ into mutants/): a fresh run starts each function with the tests
+# that killed its mutants last time, where it would otherwise find them by trying.
+SEED = "tests/mutation-killers.tsv"
 _mutant: list[str] = []
+_seed: dict[str, list[str]] = {}
 
 
 def function_of(mutant: str) -> str:
@@ -178,15 +183,34 @@ def function_of(mutant: str) -> str:
     return mutant.rpartition("__mutmut_")[0]
 
 
+def load_seed(path: str | Path = SEED) -> dict[str, list[str]]:
+    """``function -> tests`` from the last run's killers (read once; empty without the file)."""
+    if not _seed:
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return _seed
+        for line in lines:
+            function, tab, test = line.partition("\t")
+            if tab and not line.startswith("#"):
+                _seed.setdefault(function, []).append(test)
+    return _seed
+
+
 def killers(mutant: str) -> list[str]:
-    """The tests that killed other mutants of ``mutant``'s function, most kills first."""
+    """The tests that killed other mutants of ``mutant``'s function.
+
+    This run's first, most kills first, then the last run's (``SEED``).
+    """
+    function = function_of(mutant)
     try:
         lines = Path(KILLS).read_text(encoding="utf-8").splitlines()
     except OSError:
-        return []
-    prefix = function_of(mutant) + "\t"
+        lines = []
+    prefix = function + "\t"
     found = Counter(line[len(prefix) :] for line in lines if line.startswith(prefix))
-    return [test for test, _ in found.most_common()]
+    mine = [test for test, _ in found.most_common()]
+    return mine + [t for t in load_seed().get(function, []) if t not in found]
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -293,6 +317,7 @@ def pytest_configure(config: object) -> None:
     session (~0.2 s of a mutant's run, profiled), though the mutants' tests do not use it.
     """
     durations()
+    load_seed()
     mutmut_lines.tests_for("")
     importlib.import_module("hypothesis")
     if os.environ.get("MUTANT_UNDER_TEST") in _PHASES:

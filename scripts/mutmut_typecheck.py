@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -85,6 +86,18 @@ def pyright_threads() -> list[str]:
     return ["--threads", str(max(1, os.cpu_count() or 1))]
 
 
+def pyright_command(venv: Path) -> list[str]:
+    """Pyright, niced: it runs beside mutmut's stats run, which must wait for both.
+
+    The stats run is one pytest process (one core) and pyright has a thread per core: at
+    equal priority they slow each other down (stats 151 s instead of 92 s). Niced, pyright
+    takes the core the stats run leaves, then both once it is done.
+    """
+    nice = shutil.which("nice")
+    command = [str(venv / "bin" / "pyright"), "--outputjson", *pyright_threads()]
+    return [nice, "-n", "10", *command] if nice else command
+
+
 def run_pyright(files: list[str], venv: Path, mutants: Path) -> list[dict]:
     """Pyright's diagnostics for ``files`` (relative to ``mutants``), imports from ``venv``."""
     config = {
@@ -96,7 +109,7 @@ def run_pyright(files: list[str], venv: Path, mutants: Path) -> list[dict]:
     }
     (mutants / "pyrightconfig.json").write_text(json.dumps(config), encoding="utf-8")
     done = subprocess.run(
-        [str(venv / "bin" / "pyright"), "--outputjson", *pyright_threads()],
+        pyright_command(venv),
         capture_output=True,
         text=True,
         cwd=mutants,

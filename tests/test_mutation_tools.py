@@ -626,6 +626,10 @@ def test_mutant_runs_are_served_from_one_collected_session(tmp_path: Path) -> No
     (mutants / "src" / "keel" / "x.py").write_text(
         "def x_f__mutmut_orig():\n    return 1\n\ndef x_f__mutmut_5():\n    return 2\n"
     )
+    # the last run's killers: test_output killed this function's mutants then
+    (mutants / "tests" / "mutation-killers.tsv").write_text(
+        "keel.x.x_f\ttests/test_x.py::test_output\nkeel.x.x_g\ttests/test_x.py::test_writes\n"
+    )
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "mutation-equivalent.tsv").write_text(
         "keel.x.x_f__mutmut_5\treturn 2\tan explained mutant: survives, no test runs\n"
@@ -663,12 +667,13 @@ def test_mutant_runs_are_served_from_one_collected_session(tmp_path: Path) -> No
     ]  # fmt: skip
     ran = log.read_text().splitlines()
     assert ran == [
-        "session 1", "1 test_writes", "1 test_output", "1 test_hangs_for_4",
+        # the last run's killer first (the seed), then the others fastest first
+        "session 1", "1 test_output", "1 test_writes", "1 test_hangs_for_4",
         "1 test_fails_for_2_and_3",  # (test_y has no log)
-        "session 2", "2 test_writes", "2 test_output", "2 test_hangs_for_4",
+        "session 2", "2 test_output", "2 test_writes", "2 test_hangs_for_4",
         "2 test_fails_for_2_and_3",
         "session 3", "3 test_fails_for_2_and_3",  # the test that killed mutant 2 first
-        "session 4", "4 test_fails_for_2_and_3", "4 test_writes", "4 test_output",
+        "session 4", "4 test_fails_for_2_and_3", "4 test_output", "4 test_writes",
         "4 test_hangs_for_4",
     ]  # fmt: skip
     left = list((tmp_path / "tmp" / "keel-mutate").iterdir())
@@ -682,7 +687,21 @@ def test_mutant_runs_are_served_from_one_collected_session(tmp_path: Path) -> No
     ]  # mutant 4 was ended by its bound: mutmut records the timeout
     phases = (mutants / "phases.log").read_text()
     assert "one session: 5 tests collected" in phases
+    score = _load("mutation_score")
+    seed = tmp_path / "tests" / "mutation-killers.tsv"
+    seed.write_text("keel.x.x_f\tgone\nkeel.x.x_h\told\n")
+    score.write_killers(tmp_path, seed)  # the run's .meta files are not written here
+    assert seed.read_text() == "keel.x.x_f\ttests/test_x.py::test_fails_for_2_and_3\n"
     assert "explained: 1 mutants survive without a run" in phases
+
+
+def test_the_killer_seed_keeps_each_functions_top_killers_and_drops_dead_functions() -> None:
+    score = _load("mutation_score")
+    kills = ["f\ta", "f\tb", "f\tb", "f\tc", "g\tz", "junk"]
+    seed = ["f\told", "h\tkept", "dead\tx", "# note"]
+    assert score.merge_killers(kills, seed, live={"f", "g", "h"}, top=2) == [
+        "f\tb", "f\ta", "g\tz", "h\tkept"
+    ]  # fmt: skip
 
 
 _MUTATED = """
@@ -726,3 +745,11 @@ def test_pyright_is_given_a_thread_count(monkeypatch: pytest.MonkeyPatch) -> Non
     assert typecheck.pyright_threads() == ["--threads", "2"]
     monkeypatch.setattr(os, "cpu_count", lambda: None)
     assert typecheck.pyright_threads() == ["--threads", "1"]
+
+
+def test_pyright_runs_niced_beside_the_stats_run(tmp_path: Path) -> None:
+    """The stats run (one core) goes first; pyright takes what it leaves."""
+    typecheck = _load("mutmut_typecheck")
+    command = typecheck.pyright_command(tmp_path)
+    assert command[1:3] == ["-n", "10"] and command[0].endswith("nice")
+    assert command[3:5] == [str(tmp_path / "bin" / "pyright"), "--outputjson"]

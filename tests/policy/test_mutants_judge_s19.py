@@ -46,6 +46,11 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # a venv interpreter that is a text file naming a secret
     (ws / ".venv" / "bin").mkdir(parents=True)
     (ws / ".venv" / "bin" / "python").write_text("#!/bin/sh\ncat '.env'\n")
+    # ... and one that names none
+    (ws / "env2" / "bin").mkdir(parents=True)
+    (ws / "env2" / "bin" / "python").write_text("#!/bin/sh\n")
+    # a file named like a command on PATH is not what that command runs
+    (ws / "cat").write_text("cat '.env'\n")
     return ws
 
 
@@ -154,6 +159,26 @@ ROWS: list[tuple[str, tuple[str, str, str]]] = [
     ("python keel.toml", _fmt(SECRET_IN, "keel.toml")),
     ("python lat.py", _fmt(SECRET_IN, "lat.py")),
     ("python big.py", _fmt(DEFAULT, "python")),
+    # a venv interpreter named by a relative path runs its script too: both are read
+    ("env2/bin/python keel.toml", _fmt(SECRET_IN, "keel.toml")),
+    ("env2/bin/python -u lat.py", _fmt(SECRET_IN, "lat.py")),
+    (".venv/bin/python big.py", _fmt(SECRET_IN, ".venv/bin/python")),
+    # ... but an interpreter named by its absolute path is not read, only its script
+    ("{ws}/.venv/bin/python lat.py", _fmt(SECRET_IN, "lat.py")),
+    ("cat src/a.py", ("allow", "preset.developer.allow", "matches 'cat' in the developer preset")),
+    # bun evaluates -p like node
+    (
+        "bun -p \"Bun.file('.env').text()\"",
+        ("deny", "risk.secret_read", "'.env' is a secret ({ws}/.env)"),
+    ),
+    # -r loads a file (node, ruby): it is not inline code, the file is read like a script
+    ("node -r ./x.rb app.js", _fmt(SECRET_IN, "./x.rb")),
+    ("ruby -r ./x.rb app.rb", _fmt(SECRET_IN, "./x.rb")),
+    # ... while php's -r is inline code, judged as such
+    (
+        "php -r \"readfile('.env');\"",
+        ("deny", "risk.secret_read", "'.env' is a secret ({ws}/.env)"),
+    ),
     # patch FILE PATCHFILE changes FILE, never the patch file it reads
     ("patch src/a.py .git/fix.diff", _fmt(DEFAULT, "patch")),
     ("patch src/a.py keel.toml", _fmt(DEFAULT, "patch")),

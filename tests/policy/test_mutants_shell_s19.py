@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from keel.policy import Policy
 from keel.policy._shell import parse
 
 CWD, HOME = "/w", "/h"
@@ -79,3 +80,81 @@ def test_a_pushd_that_rotates_the_stack_leaves_the_directory_unknown(
 )
 def test_the_command_a_wrapper_runs_is_seen_past_its_options(line: str, inner: list[str]) -> None:
     assert [argv for argv, _ in _where(line)][-1] == inner
+
+
+# Session 20: the wrapper's own command. A wrapper run by a path outside the system's bin
+# directories (``./nice``, which the agent may have written) is a program of its own: it is
+# not marked a wrapper, so the engine judges it too, not only what it runs.
+
+
+def _wrapping(line: str) -> list[tuple[list[str | None], bool, tuple[str, ...]]]:
+    """Each simple command: argv, whether it is taken for a wrapper, the wrappers around it."""
+    cmds = parse(line, cwd=CWD, home=HOME, probe=False).cmds
+    return [(c.argv, c.is_wrapper, c.wrappers) for c in cmds]
+
+
+@pytest.mark.parametrize(
+    ("line", "is_wrapper", "inner", "via"),
+    [
+        # a system wrapper only runs what follows: it is a wrapper
+        ("/usr/bin/nice rm x", True, ["rm", "x"], "nice"),
+        ("/usr/local/sbin/nice rm x", True, ["rm", "x"], "nice"),
+        # anything else named like one is judged as its own command too
+        ("./nice rm x", False, ["rm", "x"], "nice"),
+        ("/opt/bin/nice rm x", False, ["rm", "x"], "nice"),
+        ("/usr/bin/x/nice rm x", False, ["rm", "x"], "nice"),
+        ("./command rm x", False, ["rm", "x"], "command"),
+        # stdbuf with no option runs its first word
+        ("stdbuf rm x", True, ["rm", "x"], "stdbuf"),
+        # /usr/bin/time -f takes a format; setsid -f is a flag (fork), it takes no value
+        ("/usr/bin/time -f %e rm x", True, ["rm", "x"], "time"),
+        ("setsid -f rm x", True, ["rm", "x"], "setsid"),
+        # busybox with one applet and no arguments still runs the applet
+        ("busybox reboot", True, ["reboot"], "busybox"),
+    ],
+)
+def test_a_wrapper_is_its_own_command_unless_it_is_the_system_s(
+    line: str, is_wrapper: bool, inner: list[str | None], via: str
+) -> None:
+    got = _wrapping(line)
+    assert got == [(line.split(), is_wrapper, ()), (inner, False, (via,))]
+    assert all(type(w) is bool for _, w, _ in got)  # a declared bool, never None
+
+
+@pytest.fixture(scope="module")
+def developer(tmp_path_factory: pytest.TempPathFactory) -> Policy:
+    ws = tmp_path_factory.mktemp("shell20") / "ws"
+    ws.mkdir()
+    return Policy.for_preset("developer", ws)
+
+
+def _unknown(name: str) -> tuple[str, str, str]:
+    return ("ask", "default.ask", f"'{name}' is not allowed by the developer preset or keel.toml")
+
+
+ALLOW_LS = ("allow", "preset.developer.allow", "matches 'ls' in the developer preset")
+RM_ROOT = ("deny", "risk.rm_recursive", "a recursive delete of the workspace, home or system")
+
+
+@pytest.mark.parametrize(
+    ("line", "want"),
+    [
+        ("/usr/bin/nice ls", ALLOW_LS),
+        ("/usr/local/bin/nice ls", ALLOW_LS),
+        # the agent's own ./nice may do anything: it needs approval, not just its `ls`
+        ("./nice ls", _unknown("./nice")),
+        ("/opt/bin/nice ls", _unknown("/opt/bin/nice")),
+        ("/usr/bin/x/nice ls", _unknown("/usr/bin/x/nice")),
+        # what a wrapper runs is found past its options, whatever they are
+        ("stdbuf rm -rf /", RM_ROOT),
+        ("setsid -f rm -rf /", RM_ROOT),
+        ("/usr/bin/time -f %e rm -rf /", RM_ROOT),
+        ("busybox reboot", ("deny", "risk.system_power", "reboot stops or restarts the machine")),
+        ("busybox sh <<'EOF'\nrm -rf /\nEOF", RM_ROOT),
+    ],
+)
+def test_the_engine_judges_what_a_wrapper_runs_and_an_unknown_wrapper_itself(
+    developer: Policy, line: str, want: tuple[str, str, str]
+) -> None:
+    got = developer.check_command(line)
+    assert (got.decision, got.rule, got.reason) == want

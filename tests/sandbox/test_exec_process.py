@@ -102,6 +102,37 @@ def test_keel_stop_kills_a_running_command_and_its_children(box: Box) -> None:
     assert "emergency stop" in refused.stderr
 
 
+def test_a_sandbox_killed_from_outside_is_reported_killed_not_as_a_failed_start(box: Box) -> None:
+    """bwrap SIGKILLed mid-run (what ``keel stop`` does before its SIGTERM reaches keel exec,
+    or the OOM killer) ended a command that had started: 128 + SIGKILL, not exit 125."""
+    if box.backend != "bwrap":
+        pytest.skip("the bwrap process is what is killed here")
+    import json
+
+    tag = f"{os.getpid()}{time.monotonic_ns() % 100000}"
+    argv = [KEEL, "exec", "--workspace", str(box.ws), "--backend", box.backend, "--"]
+    proc = subprocess.Popen(
+        [*argv, "/bin/sh", "-c", f"sleep 9{tag}"],
+        env=box.env,
+        cwd=box.ws,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not _sleepers(tag) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        [record] = (box.ws / ".keel" / "exec").glob("*.json")
+        bwrap = json.loads(record.read_text())["processes"][0][0]
+        os.kill(bwrap, signal.SIGKILL)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGKILL, err
+    assert "failed to start" not in err
+    assert _sleepers(tag) == []
+
+
 def test_interrupting_keel_exec_kills_the_command(box: Box) -> None:
     tag = f"{os.getpid()}{time.monotonic_ns() % 100000}"
     argv = [KEEL, "exec", "--workspace", str(box.ws), "--backend", box.backend, "--"]

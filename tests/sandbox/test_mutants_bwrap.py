@@ -9,12 +9,16 @@ fraction of a real sandbox; one real bwrap run checks the effect of the flags.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import fcntl
 import json
 import os
 import resource
+import signal
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -632,3 +636,115 @@ def test_the_real_bwrap_works_and_isolates() -> None:
     # the last 1: keel's seccomp filter refuses an inet socket (EPERM), a unix one is fine
     assert _zombie_children() == []  # bwrap's pid 1, orphaned to keel, was reaped
     assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] != 48  # keel's own limits are untouched
+
+
+# --- session 20 survivors ---------------------------------------------------------------------
+
+
+def test_exec_copies_the_workspace_to_workspace_in_a_private_run_dir(
+    fake: BwrapBinary, ws: Path, log: Path
+) -> None:
+    """bwrap is given ``<tmp>/keel-sbx-*/workspace``: the copy inside keel's private run dir."""
+    BwrapSandbox(config(), fake, NOBODY).run(
+        ["/bin/true"], workspace=ws, mode="exec", timeout=30, env={"FAKE_LOG": str(log)}
+    )
+    source = Path(_record(log)["source"])
+    assert source.name == "workspace"
+    assert source.parent.name.startswith("keel-sbx-") and source.parent.parent == Path(
+        tempfile.gettempdir()
+    )
+
+
+def test_the_last_attempt_after_eagain_still_gets_the_stdin(
+    fake: BwrapBinary, ws: Path, log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # two retries in the loop: the stand-in's third attempt (the one after the loop) succeeds
+    monkeypatch.setattr(_bwrap, "SETUP_RETRY_DELAYS", (0.0, 0.0))
+    result = BwrapSandbox(config(), fake, ME).run(
+        ["/bin/cat"], workspace=ws, mode="probe", timeout=30, stdin=b"fed",
+        env={"FAKE_LOG": str(log), "FAKE_MODE": "flaky"},
+    )  # fmt: skip
+    assert (result.exit_code, result.stdout) == (0, b"fed")
+    assert _attempts(log) == 3
+
+
+def test_a_setup_failure_with_undecodable_stderr_is_still_a_setup_error(
+    base: Path, ws: Path
+) -> None:
+    binary = BwrapBinary(_script(base / "b", r"printf ' bad \377 uid map ' >&2; exit 1"),
+                         (0, 9, 0), "PATH")  # fmt: skip
+    with pytest.raises(SandboxError) as info:
+        BwrapSandbox(config(), binary, ME).run(
+            ["/bin/true"], workspace=ws, mode="probe", timeout=30
+        )
+    assert (info.value.code, info.value.message) == (
+        "sandbox.setup",
+        "sandbox setup failed: bad \ufffd uid map",
+    )
+
+
+_CLONE_NEWPID = 0x20000000
+_WAIT4 = {"x86_64": "61", "aarch64": "260"}
+
+
+def _libc_call(name: str, *args: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if getattr(libc, name)(*args) != 0:
+        raise OSError(ctypes.get_errno(), f"{name} failed")
+
+
+def _start_in_a_new_pid_namespace() -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes]]:
+    """A pid-namespace init (like bwrap's pid 1) and a second process of that namespace whose
+    parent is this process (the way ``setns`` + fork puts one there)."""
+    ours = os.open("/proc/self/ns/pid", os.O_RDONLY)
+    try:
+        _libc_call("unshare", _CLONE_NEWPID)  # our next children go into a new namespace
+        try:
+            init = subprocess.Popen(["/bin/sleep", "120"])  # its pid 1
+            member = subprocess.Popen(["/bin/sleep", "120"])
+        finally:
+            _libc_call("setns", ours, _CLONE_NEWPID)
+    finally:
+        os.close(ours)
+    return init, member
+
+
+def test_reap_waits_until_a_killed_namespace_init_has_exited(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Killed, a pid-namespace init (bwrap's pid 1) exits only once every process of its
+    namespace is gone: ``_reap`` waits for that instead of leaving it to become a zombie."""
+    wait4 = _WAIT4.get(os.uname().machine)
+    if wait4 is None:
+        pytest.skip(f"wait4's syscall number is not known for {os.uname().machine}")
+    monkeypatch.setattr(_bwrap, "REAP_SECONDS", 0.05)
+    init, member = _start_in_a_new_pid_namespace()
+    main, stop = threading.get_native_id(), threading.Event()
+
+    def release_the_namespace() -> None:
+        # Only once the caller is blocked waiting for init: reap the killed member (ours to
+        # reap), which lets init finish exiting.
+        syscall = Path(f"/proc/self/task/{main}/syscall")
+        try:
+            while not stop.is_set() and syscall.read_text().split(" ", 1)[0] != wait4:
+                stop.wait(0.001)
+        finally:  # also if reading fails: never leave the caller waiting for ever
+            if not stop.is_set():
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(member.pid, 0)
+
+    releaser = threading.Thread(target=release_the_namespace)
+    releaser.start()
+    try:
+        _bwrap._reap(init.pid)
+        with pytest.raises(ChildProcessError):
+            os.waitpid(init.pid, os.WNOHANG)  # gone and reaped, not still exiting
+    finally:
+        stop.set()
+        releaser.join()
+        for proc in (member, init):  # a failing run: kill and reap what is left
+            with contextlib.suppress(ChildProcessError):  # already reaped
+                if os.waitpid(proc.pid, os.WNOHANG) == (0, 0):  # ours, so the pid is not reused
+                    os.kill(proc.pid, signal.SIGKILL)
+                    os.waitpid(proc.pid, 0)
+            proc.returncode = -9

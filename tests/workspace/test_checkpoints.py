@@ -442,6 +442,28 @@ def test_large_files_with_odd_names(workdir: Path) -> None:
     assert "big [1].bin" in third.files and "big [1].bin" not in third.skipped
 
 
+def test_a_large_non_ascii_file_under_an_ascii_locale(workdir: Path) -> None:
+    """keel run by a host program with the C locale (file names are then ASCII + escapes):
+    the list of large files it wrote is read back the same way, not crashed on."""
+    import sys
+
+    (workdir / "caf\u00e9.bin").write_bytes(b"x" * 500)
+    script = (
+        "import sys; from pathlib import Path; from keel.workspace import Checkpoints\n"
+        "c = Checkpoints(Path(sys.argv[1]), max_file_bytes=100)\n"
+        "print([c.create().skipped, c.create().skipped], sys.getfilesystemencoding())\n"
+    )
+    env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(workdir)],
+        env=env, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [
+        "[('caf\\udcc3\\udca9.bin',),", "('caf\\udcc3\\udca9.bin',)]", "ascii"
+    ]  # fmt: skip
+
+
 def test_first_snapshot_of_a_large_tree(workdir: Path, tree: TreeReader) -> None:
     for i in range(260):
         sub = workdir / f"d{i % 7}"

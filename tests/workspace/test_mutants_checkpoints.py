@@ -11,6 +11,7 @@ past with ``os.utime`` instead of sleeping out the watch's racy window.
 from __future__ import annotations
 
 import json
+import locale
 import os
 import shutil
 import stat
@@ -984,3 +985,53 @@ def test_a_dry_run_says_exactly_what_the_rollback_does(workdir: Path, tree: Tree
         forced.overwritten,
         forced.kept,
     )
+
+
+# -- session 20 ----------------------------------------------------------------------------
+
+
+def test_an_in_place_edit_a_killed_keel_left_staged_is_not_missed(workdir: Path) -> None:
+    root = ws(workdir)
+    cps = Checkpoints(root)
+    settled(cps)
+    (root / "README.md").write_text("# project, staged\n")  # in place: no directory moved
+    cps.git.run("add", "-A")  # a keel killed before its commit: the index moved, not the head
+    counting = Counting(cps)
+    cp = cps.create()  # the watch's index is not this one: diff-files would see nothing
+    assert cp.files == ("README.md",) and not cp.reused
+    assert "status" in counting.commands
+    assert cps.git.run("cat-file", "-p", f"{cp.tree}:README.md") == b"# project, staged\n"
+
+
+def test_a_file_written_while_keel_adds_is_the_next_checkpoints_change(workdir: Path) -> None:
+    root = ws(workdir)
+    cps = Checkpoints(root)
+    cps.create()
+    (root / "README.md").write_text("# edited\n")
+
+    def late(what: str) -> None:  # after git status, before git add: only the listed paths
+        if what.startswith("adding"):
+            (root / "late.txt").write_text("written during the snapshot\n")
+
+    cps.on_progress = late
+    cp = cps.create()
+    cps.on_progress = None
+    assert cp.files == ("README.md",)  # the checkpoint holds exactly what it lists
+    listed = cps.git.run("ls-tree", "-r", "--name-only", cp.tree).decode().split("\n")
+    assert "late.txt" not in listed and "README.md" in listed
+    assert cps.create().files == ("late.txt",)
+
+
+def test_the_large_files_list_is_read_as_utf8_whatever_the_locale(workdir: Path) -> None:
+    root = ws(workdir)
+    name = "caf\u00e9.bin"
+    (root / name).write_bytes(b"x" * 101)
+    cps = Checkpoints(root, max_file_bytes=100)
+    assert cps.create().skipped == (name,)
+    old = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")  # a host program's ASCII locale: keel wrote UTF-8
+    try:
+        cp = cps.create()
+    finally:
+        locale.setlocale(locale.LC_CTYPE, old)
+    assert cp.skipped == (name,)

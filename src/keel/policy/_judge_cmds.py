@@ -481,21 +481,9 @@ class CommandRules(PathRules):
         """
         if interpreter_code(name, args, cmd.heredoc) is not None:
             return []
-        script = _script_operand(cmd, name, args)
-        if script is None or self._check(script, "read", cmd)[0] != "allow":
-            return []
-        path = expand_home(script, self.home)
-        if not path.startswith("/"):
-            if cmd.cwd is None:
-                return []
-            path = os.path.join(cmd.cwd, path)
-        try:
-            with open(path, "rb") as fh:
-                text = fh.read(SCRIPT_CAP).decode("utf-8", "replace")
-        except OSError:
-            return []
-        for _, literal in re.findall(_CODE_STRING, text):
-            if re.search(_SECRETISH, literal) and self._names_secret(literal, cmd):
+        for script in _script_operands(cmd, name, args):
+            literal = self._secret_named_in(script, cmd)
+            if literal is not None:
                 return [
                     self.level(
                         "unknown",
@@ -505,6 +493,25 @@ class CommandRules(PathRules):
                     )
                 ]
         return []
+
+    def _secret_named_in(self, script: str, cmd: Cmd) -> str | None:
+        """The first secret a readable script file names in a string literal, if any."""
+        if self._check(script, "read", cmd)[0] != "allow":
+            return None
+        path = expand_home(script, self.home)
+        if not path.startswith("/"):
+            if cmd.cwd is None:
+                return None
+            path = os.path.join(cmd.cwd, path)
+        try:
+            with open(path, "rb") as fh:
+                text = fh.read(SCRIPT_CAP).decode("utf-8", "replace")
+        except OSError:
+            return None
+        for _, literal in re.findall(_CODE_STRING, text):
+            if re.search(_SECRETISH, literal) and self._names_secret(literal, cmd):
+                return literal
+        return None
 
     def _names_secret(self, literal: str, cmd: Cmd) -> bool:
         """A secret-like name in a script is a secret, or relative to a directory not known."""
@@ -741,20 +748,25 @@ def _runs_dynamic_code(cmd: Cmd, name: str, args: list[str | None]) -> bool:
     return found is not None and found[1] is None
 
 
-def _script_operand(cmd: Cmd, name: str, args: list[str | None]) -> str | None:
-    """The script file a command runs: ``python x.py``, ``bash x.sh``, ``./x``, ``/ws/x``."""
+def _script_operands(cmd: Cmd, name: str, args: list[str | None]) -> list[str]:
+    """The script files a command runs: ``python x.py``, ``bash x.sh``, ``./x``, ``/ws/x``.
+
+    A program named by a relative path is one the agent may have written (``./python`` runs
+    itself); an interpreter so named (``.venv/bin/python x.py``) runs its script too.
+    """
     raw = cmd.name or ""
-    interpreter = name in INTERPRETERS or name in SHELLS
-    if "/" in raw and not (interpreter and raw.startswith("/")):
-        return raw  # ``/usr/bin/python x.py`` runs x.py; ``./python`` runs itself
+    base = name.rpartition("/")[2]
+    interpreter = base in INTERPRETERS or base in SHELLS
+    by_path = "/" in raw and not (interpreter and raw.startswith("/"))
+    found = [raw] if by_path else []  # ``/usr/bin/python x.py`` runs only x.py
     if not interpreter:
-        return None
+        return found
     for a in args:
         if a is None or a in ("-m", "-c", "-e", "-"):
-            return None
+            break
         if not a.startswith("-"):
-            return a
-    return None
+            return [*found, a]
+    return found
 
 
 def _subscripts_safe(name: str, args: list[str | None]) -> bool:

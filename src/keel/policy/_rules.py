@@ -153,7 +153,6 @@ _CODE_FLAGS = {
     "node": ("e", "p"),
     "php": ("r",),
     "lua": ("e",),
-    "bun": ("e",),
     "deno": (),
 }
 _LANG = {"pypy": "python", "pypy3": "python", "nodejs": "node", "luajit": "lua", "bun": "node"}
@@ -280,13 +279,13 @@ def interpreter_code(
     if name in ("awk", "gawk", "mawk", "nawk"):
         prog = positional(args, frozenset({"-f", "-v", "-F"}))
         return ("awk", prog[0]) if prog else None
-    flags = _CODE_FLAGS.get(name) or _CODE_FLAGS.get(lang)
+    flags = _CODE_FLAGS.get(lang)  # bun takes node's -e and -p
     if flags is None:
         return None
     for i, a in enumerate(args):
         if a is None:
             continue
-        if a in ("--eval", "--print", "-r") or (
+        if a in ("--eval", "--print") or (
             a.startswith("-") and not a.startswith("--") and a[-1:] in flags
         ):
             return lang, args[i + 1] if i + 1 < len(args) else None

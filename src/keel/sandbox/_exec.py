@@ -321,7 +321,8 @@ def _wait(ctx: Context, outcome: Outcome, proc: Any) -> None:
         proc.kill()
         status = proc.wait(60.0)
     started = proc.finish()
-    if not started and not outcome.timed_out and ctx.interrupted is None:
+    killed = status is not None and os.WIFSIGNALED(status)  # from outside: not a setup error
+    if not started and not killed and not outcome.timed_out and ctx.interrupted is None:
         from keel.sandbox._exec_select import forget
 
         forget(ctx.state_dir)

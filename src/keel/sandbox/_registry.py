@@ -6,8 +6,8 @@ is never mistaken for it), and, once known, the sandbox's processes (bwrap and t
 namespace's init, each with its start time) or, for Landlock, the process group and the run
 marker. ``.keel/`` is hidden from contained commands, so they cannot edit their own record.
 
-``kill_contained(root)`` SIGKILLs every recorded sandbox process (the pid namespace takes the
-whole tree with it), SIGTERMs the ``keel exec`` itself (which then quarantines and exits), and
+``kill_contained(root)`` SIGTERMs the ``keel exec`` itself (which then quarantines and exits),
+SIGKILLs every recorded sandbox process (the pid namespace takes the whole tree with it), and
 waits a little for them to finish.
 
 Standard library only.
@@ -123,8 +123,10 @@ def kill_contained(root: str) -> int:
         if not isinstance(pid, int) or start is None or start_time(pid) != start:
             _unlink(path)
             continue
-        _kill_sandbox(data)
+        # keel exec first: told before its sandbox dies, it reports the stop (128 + SIGTERM),
+        # not a sandbox that ended on its own; the SIGKILLs do not wait for it to act.
         _send(pid, start, _signal.SIGTERM)
+        _kill_sandbox(data)
         live.append((pid, start))
     killed = len(live)
     deadline = time.monotonic() + WAIT_SECONDS

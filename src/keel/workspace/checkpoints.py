@@ -662,7 +662,8 @@ class Checkpoints:
     def _large_files(self) -> tuple[set[str], bool]:
         """Files kept out of checkpoints for their size, and whether any came back under."""
         try:
-            lines = self.large_list.read_text(encoding="utf-8", errors="surrogateescape")
+            # names as the file system spells them (``_still_left_out`` encodes them back)
+            lines = os.fsdecode(self.large_list.read_bytes())
         except OSError:
             return set(), False
         listed = [_unescape(ln) for ln in lines.splitlines() if ln.startswith("/")]
@@ -674,7 +675,7 @@ class Checkpoints:
 
     def _set_large_files(self, paths: set[str]) -> None:
         body = "".join(f"/{_escape(p)}\n" for p in sorted(paths))
-        write_atomic(self.large_list, LARGE_HEADER + body, prefix="keel-large")
+        write_atomic(self.large_list, os.fsencode(LARGE_HEADER + body), prefix="keel-large")
 
     def _still_left_out(self, rel: str) -> bool:
         if rel.endswith("/"):
