@@ -189,5 +189,25 @@ class SessionRunner(PytestRunner):
             try:
                 config.hook.pytest_sessionfinish(session=session, exitstatus=status)
             finally:
-                config._ensure_unconfigure()
+                status = self._unconfigure(status)
+        return status
+
+    def _unconfigure(self, status: int) -> int:
+        """End the run's configuration; an error there fails the run.
+
+        A plain pytest run ends the same way (pytest's own unraisable-exception check raises
+        at unconfigure, e.g. a ``Popen`` a test left running): ``make test`` would fail, so
+        the mutant is killed, not a worker error (which mutmut does not count as killed).
+        """
+        import shutil
+
+        import mutmut_keel
+
+        try:
+            self._config._ensure_unconfigure()
+        except Exception:
+            with open(ERRORS, "a", encoding="utf-8") as log:
+                log.write(f"at unconfigure (the run fails)\n{traceback.format_exc()}\n")
+            shutil.rmtree(mutmut_keel.basetemp_of(os.getpid()), ignore_errors=True)
+            return INTERNAL_ERROR
         return status

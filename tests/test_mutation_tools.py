@@ -553,13 +553,17 @@ results = {"collected": sorted(runner._items)}
 every = ["tests/test_x.py::test_writes", "tests/test_x.py::test_output",
          "tests/test_x.py::test_hangs_for_4", "tests/test_x.py::test_fails_for_2_and_3",
          "tests/test_y.py::test_slow_elsewhere"]
-for n in (1, 2, 3, 4, 5):
+for n in (1, 2, 3, 4, 5, 6):
     mutant = f"keel.x.x_f__mutmut_{n}"
     pid = os.fork()
     if pid == 0:
         sys.stdout = sys.stderr = open(os.devnull, "w")
         set_mutant_under_test(mutant)
-        os._exit(runner.run_tests(mutant_name=mutant, tests=every))
+        try:
+            code = runner.run_tests(mutant_name=mutant, tests=every)
+        except BaseException:
+            code = 255  # what mutmut's worker makes of it: a worker error, not a kill
+        os._exit(code)
     results[mutant] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 print(json.dumps(results))
 """
@@ -614,6 +618,11 @@ def test_mutant_runs_are_served_from_one_collected_session(tmp_path: Path) -> No
     (mutants / "tests").mkdir(parents=True)
     (mutants / "tests" / "test_x.py").write_text(_SESSION_TESTS)
     (mutants / "tests" / "test_y.py").write_text("def test_slow_elsewhere():\n    pass\n")
+    (mutants / "tests" / "conftest.py").write_text(
+        "import os\n\ndef pytest_unconfigure(config):\n"
+        "    if os.environ.get('MUTANT_UNDER_TEST') == 'keel.x.x_f__mutmut_6':\n"
+        "        raise RuntimeError('an error at exit, as a Popen left running makes')\n"
+    )
     took = {"test_x.py::test_writes": 0.01, "test_x.py::test_output": 0.01,
             "test_x.py::test_hangs_for_4": 0.01, "test_x.py::test_fails_for_2_and_3": 0.01,
             "test_y.py::test_slow_elsewhere": 1000.0}  # fmt: skip
@@ -662,8 +671,9 @@ def test_mutant_runs_are_served_from_one_collected_session(tmp_path: Path) -> No
         "tests/test_x.py::test_writes",
         "tests/test_y.py::test_slow_elsewhere",
     ]
-    assert [results[f"keel.x.x_f__mutmut_{n}"] for n in (1, 2, 3, 4, 5)] == [
-        0, 1, 1, -signal.SIGXCPU, 0
+    # 6: its tests pass, and its run fails at unconfigure: killed, as a plain pytest run fails
+    assert [results[f"keel.x.x_f__mutmut_{n}"] for n in (1, 2, 3, 4, 5, 6)] == [
+        0, 1, 1, -signal.SIGXCPU, 0, 3
     ]  # fmt: skip
     ran = log.read_text().splitlines()
     assert ran == [
@@ -675,6 +685,8 @@ def test_mutant_runs_are_served_from_one_collected_session(tmp_path: Path) -> No
         "session 3", "3 test_fails_for_2_and_3",  # the test that killed mutant 2 first
         "session 4", "4 test_fails_for_2_and_3", "4 test_output", "4 test_writes",
         "4 test_hangs_for_4",
+        "session 6", "6 test_fails_for_2_and_3", "6 test_output", "6 test_writes",
+        "6 test_hangs_for_4",
     ]  # fmt: skip
     left = list((tmp_path / "tmp" / "keel-mutate").iterdir())
     assert len(left) == 1  # only the run ended by a signal keeps its directory
@@ -684,6 +696,7 @@ def test_mutant_runs_are_served_from_one_collected_session(tmp_path: Path) -> No
         ("keel.x.x_f__mutmut_2", "1", "5"),
         ("keel.x.x_f__mutmut_3", "1", "5"),
         ("keel.x.x_f__mutmut_5", "explained", "0"),
+        ("keel.x.x_f__mutmut_6", "3", "5"),
     ]  # mutant 4 was ended by its bound: mutmut records the timeout
     phases = (mutants / "phases.log").read_text()
     assert "one session: 5 tests collected" in phases
