@@ -102,11 +102,10 @@ def test_keel_stop_kills_a_running_command_and_its_children(box: Box) -> None:
     assert "emergency stop" in refused.stderr
 
 
+@pytest.mark.parametrize("box", ["bwrap"], indirect=True)  # the bwrap process is killed
 def test_a_sandbox_killed_from_outside_is_reported_killed_not_as_a_failed_start(box: Box) -> None:
     """bwrap SIGKILLed mid-run (what ``keel stop`` does before its SIGTERM reaches keel exec,
     or the OOM killer) ended a command that had started: 128 + SIGKILL, not exit 125."""
-    if box.backend != "bwrap":
-        pytest.skip("the bwrap process is what is killed here")
     import json
 
     tag = f"{os.getpid()}{time.monotonic_ns() % 100000}"
