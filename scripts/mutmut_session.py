@@ -18,6 +18,7 @@ failed) falls back to mutmut's ``pytest.main``.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 import traceback
 from collections.abc import Iterable
@@ -199,8 +200,6 @@ class SessionRunner(PytestRunner):
         at unconfigure, e.g. a ``Popen`` a test left running): ``make test`` would fail, so
         the mutant is killed, not a worker error (which mutmut does not count as killed).
         """
-        import shutil
-
         import mutmut_keel
 
         try:

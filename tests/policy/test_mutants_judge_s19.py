@@ -162,6 +162,7 @@ ROWS: list[tuple[str, tuple[str, str, str]]] = [
     # a venv interpreter named by a relative path runs its script too: both are read
     ("env2/bin/python keel.toml", _fmt(SECRET_IN, "keel.toml")),
     ("env2/bin/python -u lat.py", _fmt(SECRET_IN, "lat.py")),
+    ("env2/bin/python3.11 lat.py", _fmt(SECRET_IN, "lat.py")),
     (".venv/bin/python big.py", _fmt(SECRET_IN, ".venv/bin/python")),
     # ... but an interpreter named by its absolute path is not read, only its script
     ("{ws}/.venv/bin/python lat.py", _fmt(SECRET_IN, "lat.py")),

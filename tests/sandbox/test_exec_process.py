@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import marshal
 import os
 import signal
@@ -65,10 +66,9 @@ def test_no_process_outlives_the_command(box: Box) -> None:
     assert _sleepers(tag) == []
 
 
-def test_keel_stop_kills_a_running_command_and_its_children(box: Box) -> None:
-    tag = f"{os.getpid()}{time.monotonic_ns() % 100000}"
+def _running(box: Box, script: str, tag: str, sleepers: int = 1) -> subprocess.Popen[str]:
+    """``keel exec -- sh -c SCRIPT`` in the background, once ``sleepers`` of its are running."""
     argv = [KEEL, "exec", "--workspace", str(box.ws), "--backend", box.backend, "--"]
-    script = f"sleep 6{tag} & setsid sleep 7{tag} & sleep 8{tag}"
     proc = subprocess.Popen(
         [*argv, "/bin/sh", "-c", script],
         env=box.env,
@@ -77,11 +77,19 @@ def test_keel_stop_kills_a_running_command_and_its_children(box: Box) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
+    deadline = time.monotonic() + 30
+    while len(_sleepers(tag)) < sleepers and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if len(_sleepers(tag)) != sleepers:
+        proc.kill()
+        raise AssertionError(f"{len(_sleepers(tag))} of {sleepers} sleepers started")
+    return proc
+
+
+def test_keel_stop_kills_a_running_command_and_its_children(box: Box) -> None:
+    tag = f"{os.getpid()}{time.monotonic_ns() % 100000}"
+    proc = _running(box, f"sleep 6{tag} & setsid sleep 7{tag} & sleep 8{tag}", tag, 3)
     try:
-        deadline = time.monotonic() + 30
-        while len(_sleepers(tag)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(_sleepers(tag)) == 3
         stop = subprocess.run(
             [KEEL, "--workspace", str(box.ws), "stop", "--reason", "test"],
             env=box.env,
@@ -106,21 +114,9 @@ def test_keel_stop_kills_a_running_command_and_its_children(box: Box) -> None:
 def test_a_sandbox_killed_from_outside_is_reported_killed_not_as_a_failed_start(box: Box) -> None:
     """bwrap SIGKILLed mid-run (what ``keel stop`` does before its SIGTERM reaches keel exec,
     or the OOM killer) ended a command that had started: 128 + SIGKILL, not exit 125."""
-    import json
-
     tag = f"{os.getpid()}{time.monotonic_ns() % 100000}"
-    argv = [KEEL, "exec", "--workspace", str(box.ws), "--backend", box.backend, "--"]
-    proc = subprocess.Popen(
-        [*argv, "/bin/sh", "-c", f"sleep 9{tag}"],
-        env=box.env,
-        cwd=box.ws,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _running(box, f"sleep 9{tag}", tag)
     try:
-        deadline = time.monotonic() + 30
-        while not _sleepers(tag) and time.monotonic() < deadline:
-            time.sleep(0.05)
         [record] = (box.ws / ".keel" / "exec").glob("*.json")
         bwrap = json.loads(record.read_text())["processes"][0][0]
         os.kill(bwrap, signal.SIGKILL)
@@ -134,14 +130,8 @@ def test_a_sandbox_killed_from_outside_is_reported_killed_not_as_a_failed_start(
 
 def test_interrupting_keel_exec_kills_the_command(box: Box) -> None:
     tag = f"{os.getpid()}{time.monotonic_ns() % 100000}"
-    argv = [KEEL, "exec", "--workspace", str(box.ws), "--backend", box.backend, "--"]
-    proc = subprocess.Popen(
-        [*argv, "/bin/sh", "-c", f"sleep 9{tag}"], env=box.env, stderr=subprocess.PIPE, text=True
-    )
+    proc = _running(box, f"sleep 9{tag}", tag)
     try:
-        deadline = time.monotonic() + 30
-        while not _sleepers(tag) and time.monotonic() < deadline:
-            time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     finally:

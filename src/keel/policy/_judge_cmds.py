@@ -755,7 +755,7 @@ def _script_operands(cmd: Cmd, name: str, args: list[str | None]) -> list[str]:
     itself); an interpreter so named (``.venv/bin/python x.py``) runs its script too.
     """
     raw = cmd.name or ""
-    base = name.rpartition("/")[2]
+    base = normalise(name.rpartition("/")[2])  # ``env/bin/python3.11`` is python too
     interpreter = base in INTERPRETERS or base in SHELLS
     by_path = "/" in raw and not (interpreter and raw.startswith("/"))
     found = [raw] if by_path else []  # ``/usr/bin/python x.py`` runs only x.py
