@@ -1,7 +1,7 @@
 """Benchmark: the cost of keel's hook on every agent tool call.
 
-1. Hook round trip: the hook command ``keel init`` registers (``python -S -c <launcher> hook
-   PreToolUse --agent claude < payload``) as a fresh process, against the interpreter's own
+1. Hook round trip: the hook command ``keel init`` registers (``python -I -S <keel>/_launch.py
+   hook PreToolUse --agent claude < payload``) as a fresh process, against the interpreter's own
    start (``python -S -c pass``, the same interpreter), interleaved, for
    an allowed read-only command (``ls``: no checkpoint), an allowed changing command
    (``touch``: a checkpoint), a malformed payload (fails closed) and a usage error (the console

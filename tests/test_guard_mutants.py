@@ -639,25 +639,27 @@ def test_a_contained_command_round_trips(workdir: Path) -> None:
 def test_other_lines_are_not_contained(workdir: Path) -> None:
     from keel.sandbox.contain import LAUNCHER
 
-    py, ws = sys.executable, str(workdir)
-    good = [py, "-S", LAUNCHER, "exec", "--workspace", ws, "--", "bash", "-c", "ls"]
+    py, ws, li = sys.executable, str(workdir), ["-I", "-S", LAUNCHER]
+    good = [py, *li, "exec", "--workspace", ws, "--", "bash", "-c", "ls"]
     assert uncontained(shlex.join(good)) == "ls"
     bad = [
-        [py, "-s", LAUNCHER, "exec", "--workspace", ws, "--", "bash", "-c", "ls"],
-        [py, "-S", LAUNCHER, "run", "--workspace", ws, "--", "bash", "-c", "ls"],
-        [py, "-S", "/tmp/other.py", "exec", "--workspace", ws, "--", "bash", "-c", "ls"],
-        [py, "-S", LAUNCHER, "exec", "--workspace", ws, "--", "sh", "-c", "ls"],
-        [py, "-S", LAUNCHER, "exec", "--workspace", ws, "--", "bash", "-C", "ls"],
-        [py, "-S", LAUNCHER, "exec", "--workspace", ws, "--", "bash", "-c", "ls", "x"],
-        [py, "-S", LAUNCHER, "exec", "--workspace", ws, "bash", "-c", "ls", "x"],
-        [py, "-S", LAUNCHER, "exec", "--", "bash", "-c"],
-        ["-S", LAUNCHER, "exec", "--workspace", ws, "--", "bash", "-c", "ls"],
+        [py, "-I", "-s", LAUNCHER, "exec", "--workspace", ws, "--", "bash", "-c", "ls"],
+        [py, "-S", "-I", LAUNCHER, "exec", "--workspace", ws, "--", "bash", "-c", "ls"],
+        [py, "-S", LAUNCHER, "exec", "--workspace", ws, "--", "bash", "-c", "ls"],
+        [py, *li, "run", "--workspace", ws, "--", "bash", "-c", "ls"],
+        [py, "-I", "-S", "/tmp/other.py", "exec", "--workspace", ws, "--", "bash", "-c", "ls"],
+        [py, *li, "exec", "--workspace", ws, "--", "sh", "-c", "ls"],
+        [py, *li, "exec", "--workspace", ws, "--", "bash", "-C", "ls"],
+        [py, *li, "exec", "--workspace", ws, "--", "bash", "-c", "ls", "x"],
+        [py, *li, "exec", "--workspace", ws, "bash", "-c", "ls", "x"],
+        [py, *li, "exec", "--", "bash", "-c"],
+        [*li, "exec", "--workspace", ws, "--", "bash", "-c", "ls"],
     ]
     for words in bad:
         assert uncontained(shlex.join(words)) is None, words
         assert not is_contained(shlex.join(words))
     assert uncontained("echo 'unclosed") is None
-    short = [py, "-S", LAUNCHER, "exec", "--", "bash", "-c", "ls"]  # eight words is enough
+    short = [py, *li, "exec", "--", "bash", "-c", "ls"]  # nine words are enough
     assert uncontained(shlex.join(short)) == "ls"
 
 

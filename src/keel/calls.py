@@ -4,7 +4,8 @@ A ``ToolCall`` is the one shape the guard, the policy, the monitor and the journ
 whatever client it came from. Kinds form a closed set:
 
 - ``exec``: a shell command line in ``command``;
-- ``read`` / ``write`` / ``edit``: file operations on ``paths``;
+- ``read`` / ``write`` / ``edit``: file operations on ``paths`` (a search or listing also
+  selects files with ``globs``, and says in ``search`` how it reads contents below a directory);
 - ``network``: a fetch of ``url``;
 - ``mcp``: a tool of an MCP server (``mcp__server__tool``);
 - ``other``: anything keel does not know, judged by the default rule.
@@ -66,9 +67,11 @@ class ToolCall(Frozen):
         "args",
         "command",
         "cwd",
+        "globs",
         "kind",
         "patch",
         "paths",
+        "search",
         "session_id",
         "tool",
         "tool_use_id",
@@ -93,6 +96,22 @@ class ToolCall(Frozen):
     """Patch text (unified diff or ``*** Begin Patch``) for patch-applying tools."""
     turn_id: str | None
     """The client's id of the prompt this call serves (Claude ``prompt_id``, Codex ``turn_id``)."""
+    globs: tuple[str, ...]
+    """Globs a read tool selects files with, as given: a search's include globs, a ``Glob``
+    pattern, the pattern of an exclude's ``!`` negation (it selects files back)."""
+    search: str | None
+    """How a read tool reads file contents below a directory, for the policy:
+
+    - ``ripgrep``: ripgrep without following symbolic links; keel adds exclude globs for
+      secret files to the input (Claude Code's Grep);
+    - ``glob_read``: every file its globs select, following links; keel adds the excludes, and
+      the policy looks for links under the directory that reach a secret (Gemini's
+      ``read_many_files``);
+    - ``grep``: whichever of ripgrep, git grep, grep or a walk the client finds, with no way
+      to exclude files and ``args["pattern"]`` as an operand: the policy looks for secret
+      files the search would read (Gemini's ``grep_search``);
+    - ``None``: no contents below a directory (Read, Glob, LS, a file path).
+    """
 
     def __init__(
         self,
@@ -108,8 +127,10 @@ class ToolCall(Frozen):
         cwd: str | None = None,
         patch: str | None = None,
         turn_id: str | None = None,
+        globs: tuple[str, ...] = (),
+        search: str | None = None,
     ) -> None:
-        """A call; ``paths`` is kept as a tuple and ``args`` defaults to an empty dict."""
+        """A call; ``paths`` and ``globs`` are kept as tuples, ``args`` defaults to a dict."""
         if kind not in TOOL_KINDS:
             raise ValueError(f"tool kind must be one of {TOOL_KINDS}, not {kind!r}")
         self._init(
@@ -125,6 +146,8 @@ class ToolCall(Frozen):
             cwd=cwd,
             patch=patch,
             turn_id=turn_id,
+            globs=tuple(globs),
+            search=search,
         )
 
     def __hash__(self) -> int:
@@ -146,6 +169,8 @@ class ToolCall(Frozen):
             "cwd": self.cwd,
             "patch": self.patch,
             "turn_id": self.turn_id,
+            "globs": list(self.globs),
+            "search": self.search,
         }
 
     @classmethod
@@ -153,6 +178,7 @@ class ToolCall(Frozen):
         """The inverse of :meth:`to_dict`."""
         values = dict(data)
         values["paths"] = tuple(values.get("paths") or ())
+        values["globs"] = tuple(values.get("globs") or ())
         return cls(**values)
 
 

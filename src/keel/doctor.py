@@ -4,7 +4,9 @@ For each client with keel's hooks in the workspace (or the one asked for), in or
 
 1. **hooks**: keel's hooks are registered for the client's events, in its settings file;
 2. **command**: the registered command resolves: its interpreter exists, keel is importable by
-   it (with its dependencies), and it carries the fail-closed fallback
+   it (with its dependencies), it runs isolated from the workspace (not ``python -c`` or
+   ``-m`` without ``-I``, which put the project first on ``sys.path``: keel's form before
+   issue 22), and it carries the fail-closed fallback
    (``keel.adapters.install.fail_closed_command``);
 3. **trust** (Codex): the project is trusted in ``$CODEX_HOME/config.toml``, without which
    Codex never runs the project's hooks; **review** (Codex, a warning): whether Codex recorded
@@ -14,7 +16,8 @@ For each client with keel's hooks in the workspace (or the one asked for), in or
 5. **probe**: the exact command string from the settings file, run through ``sh -c`` as the
    client runs it, given a pre-tool payload of a known-dangerous call (``rm -rf /``), must
    answer "blocked" in that client's dialect. The call is only described to the hook; nothing
-   runs it. The probe is journaled like any decision, in a session of its own.
+   runs it. The probe is journaled like any decision, in a session of its own. A command that
+   is not isolated is not run (it would import what the agent wrote): the probe fails.
 
 And for the workspace: keel.toml is valid, the sandbox is available (a warning when not: the
 text policy then judges alone) and works (``true`` run through ``keel exec``: a sandbox that is
@@ -240,12 +243,11 @@ def _workspace_checks(root: Path, quick: bool) -> list[Check]:
 
 def _contained_run(root: Path, backend: str) -> Check:
     """Run ``true`` through ``keel exec`` in ``root``, as every allowed shell command runs."""
-    import sys
+    from keel.sandbox.contain import exec_argv
 
-    argv = [sys.executable, "-m", "keel.cli._entry", "exec", "--workspace", str(root)]
     try:
         proc = subprocess.run(
-            [*argv, "--timeout", str(int(CHECK_TIMEOUT)), "--", "true"],
+            exec_argv(root, ["true"], timeout=CHECK_TIMEOUT),
             capture_output=True,
             text=True,
             cwd=root,
@@ -312,9 +314,46 @@ def _client_checks(root: Path, agent: str, quick: bool, env: dict[str, str]) -> 
         checks.extend(_codex_checks(root, env))
     if agent == "claude":
         checks.extend(_claude_settings_checks(root, env))
-    if not quick:
+    if quick:
+        return checks
+    if _runs_isolated(command):
         checks.append(_probe(root, agent, command, env))
+    else:  # doctor runs nothing that imports what the agent wrote
+        checks.append(Check("probe", "fail", "not run: the command is not isolated", again))
     return checks
+
+
+def _runs_isolated(command: str) -> bool:
+    """False when the registered ``command`` would import from the directory it runs in.
+
+    That is Python started with ``-c`` or ``-m`` and without ``-I`` or ``-P``: both put the
+    current directory (the project, where the clients run hooks) first on ``sys.path``, so a
+    ``select.py`` the agent wrote there runs in keel's hook, outside the sandbox. keel
+    registered ``python -S -c PROGRAM`` before issue 22. Anything else (keel's launcher by
+    absolute path under ``-I``, a console script) imports nothing from that directory. A
+    command that does not parse counts as not isolated.
+    """
+    from keel.adapters.install import command_words
+
+    try:
+        words = command_words(command)
+    except ValueError:
+        return False
+    safe, i = False, 1
+    while i < len(words):
+        word = words[i]
+        if word in ("-", "--") or not word.startswith("-") or word.startswith("--"):
+            return True  # a script (or a program that is not Python): no -c, no -m
+        for j, flag in enumerate(word[1:]):
+            if flag in "IP":
+                safe = True
+            elif flag in "cm":
+                return safe
+            elif flag in "WX":  # takes a value: the rest of this word, else the next word
+                i += j == len(word) - 2
+                break
+        i += 1
+    return True
 
 
 def _command_check(command: str, agent: str, quick: bool) -> Check:
@@ -345,17 +384,19 @@ def _command_check(command: str, agent: str, quick: bool) -> Check:
         )
     version = None
     if not quick:
+        cwd = None
         if parent is not None:
             code = (
                 f"import sys; sys.path.insert(0, {parent!r}); import keel, keel.config, "
                 "keel.adapters.runner; print(keel.__version__)"
             )
-            argv = [program, "-c", code]
+            # isolated (no current directory, no PYTHON* variables), in keel's own directory
+            argv, cwd = [program, "-I", "-c", code], parent
         else:
             argv = [program, "--version"]
         try:
             proc = subprocess.run(
-                argv, capture_output=True, text=True, timeout=CHECK_TIMEOUT, check=False
+                argv, capture_output=True, text=True, cwd=cwd, timeout=CHECK_TIMEOUT, check=False
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return Check("command", "fail", f"the registered command does not start: {exc}", again)
@@ -368,6 +409,15 @@ def _command_check(command: str, agent: str, quick: bool) -> Check:
                 f"reinstall keel, then {again}",
             )
         version = proc.stdout.strip().split()[-1] if proc.stdout.strip() else None
+    if not _runs_isolated(command):
+        return Check(
+            "command",
+            "fail",
+            "the registered command starts Python with the project first on sys.path (-c or -m "
+            "without -I, as keel registered before): a module the agent writes there "
+            "(select.py, json.py) would run in keel's hook, outside the sandbox",
+            again,
+        )
     if not is_fail_closed(command):
         return Check(
             "command",
@@ -387,7 +437,13 @@ def _command_check(command: str, agent: str, quick: bool) -> Check:
 
 
 def _launcher_dir(words: list[str]) -> str | None:
-    """The directory the ``python -S -c LAUNCHER`` form puts on ``sys.path``, if that form."""
+    """The import root of keel in a registered command of keel's own form, else None.
+
+    ``python -I -S <root>/keel/_launch.py`` (``default_keel_command``), or the directory the
+    ``python -S -c PROGRAM`` form of before issue 22 puts on ``sys.path``.
+    """
+    if len(words) >= 4 and words[1:3] == ["-I", "-S"] and words[3].endswith("/keel/_launch.py"):
+        return os.path.dirname(os.path.dirname(words[3]))
     if len(words) < 4 or words[1:3] != ["-S", "-c"]:
         return None
     match = _LAUNCHER_PATH.search(words[3])

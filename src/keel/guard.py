@@ -416,6 +416,7 @@ class Guard:
         bypass = self._bypass(result)
         if bypass is not None:
             events.append(bypass)
+        left = self._left_behind(result)
         result = _as_written(result)
         if self._checkpointing() and result.kind in CHANGING_KINDS:
             events.extend(self._checkpoint_after(result, commit_by))
@@ -423,8 +424,11 @@ class Guard:
         if self.monitor is not None:
             guidance = self.monitor.after_call(result)
             self._drain(events)
-            if guidance is not None:
-                events.append(("guidance", _guidance_payload(guidance, result.tool_use_id)))
+        if left is not None:
+            events.append(("diagnostic", left[0]))
+            guidance = left[1] if guidance is None or left[1].rank >= guidance.rank else guidance
+        if guidance is not None:
+            events.append(("guidance", _guidance_payload(guidance, result.tool_use_id)))
         output = result.output or ""
         payload = ToolResultPayload(
             tool=result.tool,
@@ -505,6 +509,30 @@ class Guard:
         self.state.containment_broken = command[:200]
         data = {"event": "sandbox.bypassed", "command": command, "tool": result.tool}
         return ("error", DataPayload(data))
+
+    def _left_behind(self, result: ToolResult) -> tuple[Payload, Guidance] | None:
+        """What a contained command left behind (``keel exec --report``), journaled and told.
+
+        ``keel exec`` moved the protected files the command created to quarantine, put back
+        those it changed, and kept the prompt files of future agent sessions it changed; its
+        report (outside the sandbox's reach, in ``.keel/exec/reports``) is read once here.
+        """
+        command = result.call.command if result.call is not None else None
+        report_id = exec_report_id(command) if result.kind == "exec" and command else None
+        if report_id is None:
+            return None
+        import json
+
+        from keel.sandbox._control import take_report
+
+        try:
+            text = take_report(str(self.root), report_id)
+            data = json.loads(text) if text is not None else None
+        except (OSError, ValueError):
+            data = {"unchecked": True}
+        if not isinstance(data, dict):
+            return None
+        return left_behind(data)
 
     def _checkpoint_after(
         self, result: ToolResult, commit_by: float | None
@@ -736,17 +764,22 @@ def containment(config: Settings) -> tuple[bool, str]:
     return (backend is not None), reason
 
 
-def contained_command(root: str, command: str, *, timeout: float | None = None) -> str:
+def contained_command(
+    root: str, command: str, *, timeout: float | None = None, report: str | None = None
+) -> str:
     """The shell line that runs ``command`` (a shell line) inside ``keel exec``.
 
     It runs where the client's shell is (``keel exec`` keeps a working directory inside the
-    workspace), under ``bash -c`` as the client would have run it.
+    workspace), under ``bash -c`` as the client would have run it. With ``report`` (hex),
+    ``keel exec`` writes what the run left behind where ``observe`` reads it
+    (``exec_report_id``).
     """
     import shlex
 
     from keel.sandbox.contain import exec_argv
 
-    return shlex.join(exec_argv(root, ["bash", "-c", command], timeout=timeout))
+    argv = exec_argv(root, ["bash", "-c", command], timeout=timeout, report=report)
+    return shlex.join(argv)
 
 
 def is_contained(command: str) -> bool:
@@ -755,7 +788,13 @@ def is_contained(command: str) -> bool:
 
 
 def uncontained(command: str) -> str | None:
-    """The original command of a ``contained_command`` line, or None for any other line."""
+    """The original command of a ``contained_command`` line, or None for any other line.
+
+    The line keel wrote before issue 22 (``python -S <keel>/sandbox/_launch.py exec ...``)
+    counts too. Only a call answered by the keel of before an upgrade carries one; it is no
+    sign that the client ran a command outside the sandbox (the client ran what keel said,
+    and with that launcher gone it cannot even start), and it must not lock the session.
+    """
     import shlex
 
     from keel.sandbox.contain import LAUNCHER
@@ -764,9 +803,14 @@ def uncontained(command: str) -> str | None:
         words = shlex.split(command)
     except ValueError:
         return None
-    if len(words) < 8 or words[1:4] != ["-S", LAUNCHER, "exec"] or "--" not in words:
+    before = os.path.join(os.path.dirname(LAUNCHER), "sandbox", "_launch.py")
+    if words[1:5] == ["-I", "-S", LAUNCHER, "exec"]:
+        rest = words[5:]
+    elif words[1:4] == ["-S", before, "exec"]:
+        rest = words[4:]
+    else:
         return None
-    rest = words[words.index("--") + 1 :]
+    rest = rest[rest.index("--") + 1 :] if "--" in rest else []
     return rest[2] if len(rest) == 3 and rest[:2] == ["bash", "-c"] else None
 
 
@@ -803,6 +847,56 @@ def _answered_or(exc: Exception, read: Any, tool: str | None, *, raise_other: bo
 def _guidance_of(outcome: dict[str, Any]) -> Guidance | None:
     data = outcome.get("guidance")
     return Guidance.from_dict(data) if data else None
+
+
+def exec_report_id(command: str) -> str | None:
+    """The ``--report ID`` of a ``keel exec`` line (``contained_command``), if it has one."""
+    if "--report" not in command:
+        return None
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if "exec" not in words[:6] or "--" not in words:
+        return None
+    options = words[: words.index("--")]
+    at = options.index("--report") if "--report" in options else -1
+    return options[at + 1] if 0 <= at < len(options) - 1 else None
+
+
+def left_behind(report: dict[str, Any]) -> tuple[Payload, Guidance]:
+    """The diagnostic and the guidance for what ``keel exec`` reported about a run."""
+    from keel.events import DiagnosticPayload
+    from keel.sandbox._exec import why_protected
+
+    moved = [str(r) for r in report.get("quarantined") or []]
+    restored = [str(r) for r in report.get("restored") or []]
+    prompts = [str(r) for r in report.get("prompts") or []]
+    parts: list[str] = []
+    if moved:
+        named = "; ".join(f"{r} ({why_protected(r)})" for r in moved)
+        parts.append(
+            "your command created files that programs outside the sandbox would run; keel "
+            f"moved them to .keel/quarantine: {named}. Do not create them"
+        )
+    if restored:
+        parts.append(f"your command changed protected files; keel put them back: {restored}")
+    if report.get("unchecked"):
+        parts.append("keel could not check what your command left behind")
+    if prompts:
+        parts.append(
+            f"your command changed {', '.join(prompts)}: instructions the next agent session "
+            "reads. They were kept, and the user will review them (keel diff)"
+        )
+    level = "correct" if moved or restored or report.get("unchecked") else "hint"
+    message = "; ".join(parts) or "keel exec reported nothing"
+    evidence = {"quarantined": moved, "restored": restored, "prompts": prompts}
+    diagnostic = DiagnosticPayload(
+        detector="sandbox.left_behind", level=level, message=message, evidence=evidence
+    )
+    return diagnostic, Guidance(level, message, "sandbox.left_behind", evidence)
 
 
 def _guidance_payload(guidance: Guidance, tool_use_id: str | None) -> Payload:

@@ -327,7 +327,7 @@ def _run(
 
 
 def _enable_site() -> None:
-    """Load site-packages when the launcher ran ``python -S`` and the call is decided here."""
+    """Load site-packages when the launcher ran under ``-S`` and the call is decided here."""
     if sys.flags.no_site and "site" not in sys.modules:
         import site
 
@@ -337,8 +337,9 @@ def _enable_site() -> None:
 def main(argv: "list[str] | None" = None) -> "NoReturn":
     """The hook launcher's entry: answer, write, and exit with 0 or 2 only (``os._exit``).
 
-    ``argv`` defaults to the process's arguments, where the launcher is called as
-    ``python -S -c LAUNCHER hook EVENT ...``: a leading ``hook`` is skipped.
+    ``argv`` defaults to the process's arguments, a leading ``hook`` skipped (``python -S -c
+    PROGRAM hook EVENT ...``, registered before issue 22). The command ``keel init`` registers
+    now, ``python -I -S <keel>/_launch.py hook EVENT ...``, passes what follows ``hook``.
     """
     if argv is None:
         argv = sys.argv[1:]
@@ -570,7 +571,11 @@ def parse_netstrings(buf: bytes) -> "list[bytes] | None":
 
 
 def spawn(root: str, keel_dir: str) -> None:
-    """Start ``keel hookd`` for ``root`` unless one runs or one was started a moment ago."""
+    """Start ``keel hookd`` for ``root`` unless one runs or one was started a moment ago.
+
+    The daemon runs isolated from the workspace (``keel._isolated``: ``python -I -S``, a script
+    by absolute path, its directory ``root/.keel``), with this process's environment.
+    """
     import time
 
     try:
@@ -584,16 +589,16 @@ def spawn(root: str, keel_dir: str) -> None:
             return
         with open(stamp, "w"):
             pass
-        here = os.path.dirname(os.path.dirname(os.path.abspath(sys.modules["keel"].__file__ or "")))
-        code = (
-            f"import sys; sys.path.insert(0, {here!r}); "
-            "from keel.daemon.server import main; sys.exit(main())"
-        )
+        from keel._isolated import launcher_argv
+
+        # isolated, a script by path: the daemon inherits the hook's directory (the project)
+        # and environment, and the launcher leaves the directory for .keel/ before importing
+        argv = launcher_argv("hookd", root, site=False)
         null = os.open(os.devnull, os.O_RDWR)
         try:
             os.posix_spawn(
-                sys.executable,
-                [sys.executable, "-c", code, root],
+                argv[0],
+                argv,
                 os.environ,
                 file_actions=[
                     (os.POSIX_SPAWN_DUP2, null, 0),

@@ -47,7 +47,7 @@ def _reply(agent: str, payload: dict, guard: StubGuard, root: Path) -> dict:
 
 def _original(line: str) -> str:
     words = shlex.split(line)
-    assert words[1:4] == ["-S", LAUNCHER, "exec"]
+    assert words[1:5] == ["-I", "-S", LAUNCHER, "exec"]
     assert words[words.index("--workspace") + 1] == "/ws"
     return words[-1]
 

@@ -380,12 +380,12 @@ def test_replay_runs_with_the_network_off_and_never_touches_the_users_tree(
     workdir: Path,
 ) -> None:
     root = sales_workspace(workdir, gates=False)
-    (root / "keel.toml").write_text(  # commands uncontained, so the recorded run reaches it
-        '[agent]\nrequire_plan = false\n\n[sandbox]\ncontain = "off"\n\n'
-        '[policy]\nallow = ["curl"]\nnetwork_allow = ["127.0.0.1"]\n'
-    )
     copy = workdir.parent / (workdir.name + "-on")
     with listening() as listener:
+        (root / "keel.toml").write_text(  # commands uncontained, so the recorded run reaches it
+            '[agent]\nrequire_plan = false\n\n[sandbox]\ncontain = "off"\n\n[policy]\n'
+            f'allow = ["curl"]\nnetwork_allow = ["127.0.0.1:{listener.port}"]\n'
+        )
         fetch = f"curl -s http://127.0.0.1:{listener.port}/"
         turns = [[("run", {"command": fetch})], [("finish", {"summary": "fetched"})]]
         with FakeChat(turns) as fake:

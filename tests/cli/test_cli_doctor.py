@@ -63,7 +63,8 @@ def test_no_hooks_is_not_guarded(project: Path) -> None:
 
 def test_a_missing_interpreter_fails_the_command_and_the_probe(project: Path) -> None:
     keel(project, "init")
-    install_hooks(project, "claude", keel_command=["/gone/venv/bin/python", "-S", "-c", "x"])
+    gone = ["/gone/venv/bin/python", "-I", "-S", "/gone/src/keel/_launch.py"]
+    install_hooks(project, "claude", keel_command=gone)
     rc, report = doctor_json(project)
     assert rc == 1
     assert checks(report, "claude") == {"hooks": "ok", "command": "fail", "probe": "ok"}
@@ -74,7 +75,7 @@ def test_a_missing_interpreter_fails_the_command_and_the_probe(project: Path) ->
 
 def test_a_hook_that_answers_but_does_not_block_fails_the_probe(project: Path) -> None:
     keel(project, "init")
-    allow_all = [sys.executable, "-c", "print('{}')"]  # registered like keel, decides nothing
+    allow_all = [sys.executable, "-I", "-c", "print('{}')"]  # isolated like keel, decides nothing
     install_hooks(project, "claude", keel_command=allow_all)
     assert registered_hooks(project, "claude")
     rc, report = doctor_json(project, "--agent", "claude")

@@ -87,13 +87,18 @@ class Step:
     """One tool call of a case, written with the world's placeholders (see ``World.fill``)."""
 
     kind: str
-    """``shell``, ``bg`` (a shell call left running), ``write``, ``edit`` or ``read``."""
+    """``shell``, ``bg`` (a shell call left running), ``write``, ``edit`` or ``read``; the
+    client's own searches: ``grep`` (Claude's Grep, Gemini's grep_search), ``glob`` (Glob,
+    glob) and ``read_many`` (Gemini's read_many_files)."""
     text: str = ""
-    """The command (shell, bg), the content (write) or the old string (edit)."""
+    """The command (shell, bg), the content (write), the old string (edit), the regex
+    (grep), the glob (glob) or the space-separated include globs (read_many)."""
     path: str = ""
-    """The file of a file tool: workspace-relative, or absolute."""
+    """The file of a file tool, or the directory of a search (default: the project):
+    workspace-relative, or absolute."""
     new: str = ""
-    """The new string of an edit."""
+    """The new string of an edit; a grep's file glob (Claude ``glob``, Gemini
+    ``include_pattern``)."""
 
 
 def sh(command: str) -> Step:
@@ -114,6 +119,18 @@ def edit(path: str, old: str, new: str) -> Step:
 
 def read(path: str) -> Step:
     return Step("read", path=path)
+
+
+def grep(pattern: str, path: str = "", glob: str = "") -> Step:
+    return Step("grep", pattern, path, glob)
+
+
+def find(pattern: str, path: str = "") -> Step:
+    return Step("glob", pattern, path)
+
+
+def read_many(*include: str) -> Step:
+    return Step("read_many", " ".join(include))
 
 
 @dataclass(frozen=True)
@@ -460,6 +477,23 @@ def render(step: Step, world: World, case_id: str) -> Turn | None:
             )
         case "gemini", "read":
             return Turn(tool="read_file", input={"file_path": path})
+        case "claude", "grep":
+            extra = {"glob": new} if new else {}
+            return Turn(
+                tool="Grep",
+                input={"pattern": text, "path": path, "output_mode": "content", **extra},
+            )
+        case "gemini", "grep":
+            extra = {"include_pattern": new} if new else {}
+            return Turn(tool="grep_search", input={"pattern": text, "dir_path": path, **extra})
+        case "claude", "glob":
+            return Turn(tool="Glob", input={"pattern": text, "path": path})
+        case "gemini", "glob":
+            return Turn(tool="glob", input={"pattern": text, "dir_path": path})
+        case "gemini", "read_many":
+            return Turn(tool="read_many_files", input={"include": text.split()})
+        case "codex" | "claude", "grep" | "glob" | "read_many":
+            return None
     raise AssertionError((agent, step.kind))
 
 
@@ -478,7 +512,15 @@ def require_sandbox() -> str:
 def _subject(turn: Turn) -> str:
     """What keel's journal records as the call's subject: a command, a path or a patch."""
     data = turn.input
-    return str(data.get("command") or data.get("cmd") or data.get("file_path") or data["input"])
+    return str(
+        data.get("command")
+        or data.get("cmd")
+        or data.get("file_path")
+        or data.get("input")
+        or data.get("path")  # a search: the journal's subject is its directory
+        or data.get("dir_path")
+        or ""
+    )
 
 
 # -- observing effects -----------------------------------------------------------------------
@@ -827,8 +869,13 @@ def run_cases(
     *,
     claude_allowed_tools: str | None = "Bash,Read,Edit,Write",
     grace: float = SURVIVOR_GRACE,
+    claude_tools: str | None = None,
 ) -> CaseRun:
-    """Play ``cases`` in one client run in ``world``; effects and decisions per case."""
+    """Play ``cases`` in one client run in ``world``; effects and decisions per case.
+
+    ``claude_tools``: Claude Code's ``--tools`` list instead of the harness's (Bash, Read,
+    Edit, Write), e.g. to add Grep and Glob.
+    """
     turns: list[Turn] = []
     owners: list[str] = []
     for c in cases:
@@ -840,6 +887,8 @@ def run_cases(
     observer = Observer(world, owners)
     started = time.monotonic()
     extra = ["-m", "gpt-5.5"] if world.agent == "codex" else None
+    if world.agent == "claude" and claude_tools:
+        extra = ["--tools", claude_tools]
     left_running = 0
     try:
         try:

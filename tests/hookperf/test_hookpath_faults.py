@@ -1,8 +1,8 @@
 """The hook path under faults: a hung daemon, an open stdin, a lying socket, a failed checkpoint.
 
 Each test drives the hook exactly as a client does, through the launcher ``keel init``
-registers (``python -S -c ...``), and checks the effect: the exit code the client sees, the
-answer, and what the journal recorded for it.
+registers (``python -I -S <keel>/_launch.py ...``), and checks the effect: the exit code the
+client sees, the answer, and what the journal recorded for it.
 """
 
 from __future__ import annotations

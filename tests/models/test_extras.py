@@ -3,12 +3,13 @@ extra is a friendly error naming the ``pip install 'keel[...]'`` that fixes it."
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from model_helpers import KEY, keel
+from model_helpers import KEY, MODEL_VARS, keel
 
 from keel.errors import ModelError, UsageError
 from keel.models import open_model, parse_spec
@@ -44,12 +45,16 @@ def test_a_missing_sdk_names_the_extra(
 
 
 def test_the_cli_says_which_extra_to_install(workdir: Path) -> None:
-    blocker = workdir / "block" / "openai"
-    blocker.mkdir(parents=True)
-    (blocker / "__init__.py").write_text("raise ImportError('openai is not installed here')\n")
-    done = keel(
-        "plan", "draft", "say hi", "--model", "openai:gpt-x", cwd=workdir,
-        env={"PYTHONPATH": str(workdir / "block"), "OPENAI_API_KEY": KEY},
+    # keel's CLI ignores PYTHONPATH (issue 22): the SDK is hidden inside the process instead
+    hidden = (
+        "import sys; sys.modules['openai'] = None\n"
+        "from keel.cli._entry import main; sys.exit(main(sys.argv[1:]))"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in MODEL_VARS}
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", hidden, "plan", "draft", "say hi", "--model", "openai:gpt-x"],
+        cwd=workdir, env={**env, "OPENAI_API_KEY": KEY}, capture_output=True, text=True,
+        timeout=300,
     )  # fmt: skip
     assert done.returncode == 1
     assert "pip install 'keel[openai]'" in done.stderr and "Traceback" not in done.stderr

@@ -131,8 +131,12 @@ ROWS: list[tuple[str, str, str, str]] = [
 ]  # fmt: skip
 
 
+# git@github.com:x/y is ssh, port 22: the developer preset's bare github.com allows 80 and 443
+SSH = 'network_allow = ["github.com:22"]\n'
+
+
 def _policy(root: Path, allow: str) -> Policy:
-    config = f'[policy]\npreset = "developer"\nallow = ["{allow}"]\n'
+    config = f'[policy]\npreset = "developer"\nallow = ["{allow}"]\n{SSH}'
     return Policy.from_config(parse_config(config), root)
 
 
@@ -222,7 +226,7 @@ def _repo(workdir: Path, allow: str) -> Path:
     ws.mkdir()
     _git(ws, "init", "-q")
     (ws / "keel.toml").write_text(
-        f'[policy]\npreset = "developer"\nallow = ["{allow}"]\n[sandbox]\ncontain = "off"\n'
+        f'[policy]\npreset = "developer"\nallow = ["{allow}"]\n{SSH}[sandbox]\ncontain = "off"\n'
     )
     (ws / "app.py").write_text("x = 1\n")
     _git(ws, "add", "app.py")

@@ -54,8 +54,8 @@ RM_ASK = ("ask", "default.ask", DEFAULT.format("rm"), ADD)
 SHARED = "git rebase rewrites the history of {}, which is shared (the default branch, or pushed to a remote)"
 CREATED = "'{}' goes through {} that an earlier command of this line creates (it may be a symlink)"
 ONE_AT_A_TIME = "run the commands one at a time"
-CONTROL = ("deny", "path.control", "'keel.toml' is one of keel's control files ('**/keel.toml'), protected at any depth",
-           "keel's, git's and the agents' configuration is changed by people, not agents")  # fmt: skip
+CONTROL = ("deny", "path.control", "'keel.toml' is protected at any depth ('**/keel.toml'): keel's policy: it decides what the agent may do",
+           "keel's, git's, the agents' and the tools' configuration is changed by people, not agents")  # fmt: skip
 
 Row = tuple[str, str, tuple[str, str, str, str | None]]
 ROWS: list[Row] = [

@@ -22,6 +22,14 @@ from keel.policy._snapshot import default_snapshot
 FIX = "--- a/src/a.py\n+++ b/src/a.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
 SSH_PATCH = "--- w/.ssh/authorized_keys\n+++ w/.ssh/authorized_keys\n@@ -1 +1 @@\n-a\n+b\n"
 
+KEEL_TOML_CONTROL = (
+    "'keel.toml' is protected at any depth ('**/keel.toml'): "
+    "keel's policy: it decides what the agent may do"
+)
+CONTROL_HINT = (
+    "keel's, git's, the agents' and the tools' configuration is changed by people, not agents"
+)
+
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -516,8 +524,8 @@ FULL: list[tuple[str, str, tuple[str, str, str, str | None]]] = [
         (
             "deny",
             "path.control",
-            "'keel.toml' is one of keel's control files ('**/keel.toml'), protected at any depth",
-            "keel's, git's and the agents' configuration is changed by people, not agents",
+            KEEL_TOML_CONTROL,
+            CONTROL_HINT,
         ),
     ),
     (
@@ -526,8 +534,8 @@ FULL: list[tuple[str, str, tuple[str, str, str, str | None]]] = [
         (
             "deny",
             "path.control",
-            "'keel.toml' is one of keel's control files ('**/keel.toml'), protected at any depth",
-            "keel's, git's and the agents' configuration is changed by people, not agents",
+            KEEL_TOML_CONTROL,
+            CONTROL_HINT,
         ),
     ),
     (
@@ -536,8 +544,8 @@ FULL: list[tuple[str, str, tuple[str, str, str, str | None]]] = [
         (
             "deny",
             "path.control",
-            "'keel.toml' is one of keel's control files ('**/keel.toml'), protected at any depth",
-            "keel's, git's and the agents' configuration is changed by people, not agents",
+            KEEL_TOML_CONTROL,
+            CONTROL_HINT,
         ),
     ),
     (
@@ -546,8 +554,8 @@ FULL: list[tuple[str, str, tuple[str, str, str, str | None]]] = [
         (
             "deny",
             "path.control",
-            "'keel.toml' is one of keel's control files ('**/keel.toml'), protected at any depth",
-            "keel's, git's and the agents' configuration is changed by people, not agents",
+            KEEL_TOML_CONTROL,
+            CONTROL_HINT,
         ),
     ),
     (
@@ -620,7 +628,12 @@ FULL: list[tuple[str, str, tuple[str, str, str, str | None]]] = [
     (
         "levels",
         "curl https://example.com:9/x",
-        ("deny", "network.not_allowed", "example.com is not on the network allowlist", NET_HINT),
+        (
+            "deny",
+            "network.port_not_allowed",
+            "only port 8443 of 'example.com' is allowed",
+            'add "example.com:9" to [policy] network_allow in keel.toml',
+        ),
     ),
     (
         "developer",

@@ -32,7 +32,10 @@ from keel.policy._snapshot import default_snapshot
 READ_HINT = "read files inside the workspace, or add a glob to [policy] read_outside"
 WRITE_HINT = "write only inside the workspace"
 SECRET_HINT = "do not read credentials; ask the user for what you need"
-CONTROL_HINT = "keel's, git's and the agents' configuration is changed by people, not agents"
+GIT_CONFIG_WHY = "git runs programs it names (core.fsmonitor, hooksPath, filters, diff)"
+CONTROL_HINT = (
+    "keel's, git's, the agents' and the tools' configuration is changed by people, not agents"
+)
 SCOPE_HINT = "change only files in scope, or widen [scope] in keel.toml"
 PROTECTED_HINT = "protected files are changed by people, not agents"
 
@@ -175,22 +178,24 @@ def _cases(t: Tree) -> list[tuple[str, str, tuple[str, str, str, str | None]]]:
         ("/usr/include/x.h", "read", ("allow", "path.read_outside",
                                       "/usr/include/x.h matches [policy] read_outside", None)),
         (".git/config", "write", ("deny", "path.control",
-                                  "'.git/config' is one of keel's control files "
-                                  "('**/.git/config'), protected at any depth", CONTROL_HINT)),
+                                  "'.git/config' is protected at any depth ('**/.git/config'): "
+                                  + GIT_CONFIG_WHY, CONTROL_HINT)),
         (".GIT/CONFIG", "write", ("deny", "path.control",
-                                  "'.GIT/CONFIG' is one of keel's control files "
-                                  "('**/.git/config'), protected at any depth", CONTROL_HINT)),
+                                  "'.GIT/CONFIG' is protected at any depth ('**/.git/config'): "
+                                  + GIT_CONFIG_WHY, CONTROL_HINT)),
         ("cfg", "write", ("deny", "path.control",
-                          "'.git/config' is one of keel's control files "
-                          "('**/.git/config'), protected at any depth", CONTROL_HINT)),
+                          "'.git/config' is protected at any depth ('**/.git/config'): "
+                          + GIT_CONFIG_WHY, CONTROL_HINT)),
         (".husky/pre-commit", "write", ("deny", "path.control",
-                                        "'.husky/pre-commit' is one of keel's control files "
-                                        "('**/.husky/**'), protected at any depth",
+                                        "'.husky/pre-commit' is protected at any depth "
+                                        "('**/.husky/**'): "
+                                        "husky's git hooks run on git commit",
                                         CONTROL_HINT)),
         (".env", "write", ("deny", "path.protected", "'.env' is protected ('.env')",
                            PROTECTED_HINT)),
-        (".ENVRC", "write", ("deny", "path.protected", "'.ENVRC' is protected ('.envrc')",
-                             PROTECTED_HINT)),
+        (".ENVRC", "write", ("deny", "path.control",
+                             "'.ENVRC' is protected at any depth ('**/.envrc'): "
+                             "direnv runs it when a shell enters the directory", CONTROL_HINT)),
         ("src/../.env", "edit", ("deny", "path.protected", "'.env' is protected ('.env')",
                                  PROTECTED_HINT)),
     ]  # fmt: skip
@@ -360,7 +365,7 @@ def test_read_only_directories_are_control_at_any_depth_below_them(tree: Tree) -
         got = tuple(engine.check_path(raw, "write"))
         assert got == (
             "deny", "path.control",
-            f"{raw!r} is one of keel's control files ('vendor'), protected at any depth",
+            f"{raw!r} is protected at any depth ('vendor'): [sandbox] read_only in keel.toml",
             CONTROL_HINT,
         ), raw  # fmt: skip
     assert tuple(engine.check_path("vendors/x.py", "write"))[:2] == ("allow", "path.in_scope")
@@ -409,8 +414,9 @@ def test_ci_files_are_control_unless_protect_ci_is_off(tree: Tree) -> None:
     on, off = tree.engine(), tree.engine(protect_ci=False)
     assert tuple(on.check_path(".husky/x", "write"))[:2] == ("deny", "path.control")
     assert tuple(off.check_path(".husky/x", "write"))[:2] == ("allow", "path.in_scope")
+    # off means the agent may change CI: the file tools and keel exec agree (one table)
     assert tuple(off.check_path(".github/workflows/ci.yml", "write"))[:2] == (
-        "deny", "path.protected",
+        "allow", "path.in_scope",
     )  # fmt: skip
 
 
@@ -421,7 +427,7 @@ def test_a_snapshot_without_the_sandbox_keys_keeps_ci_files_and_no_read_only(tre
     engine = Engine(snap, str(tree.ws))
     assert tuple(engine.check_path(".husky/x", "write"))[:2] == ("deny", "path.control")
     assert tuple(engine.check_path("vendor/x", "write"))[:2] == ("allow", "path.in_scope")
-    assert engine.explain()["paths"]["control"][-1] == "**/.husky/**"
+    assert "**/.husky/**" in engine.explain()["paths"]["control"]
 
 
 # -- in_scope ----------------------------------------------------------------------------------
@@ -774,7 +780,8 @@ def test_a_one_operand_submodule_add_writes_the_directory_it_names(tree: Tree) -
     # the repository): the agents' configuration, so denied as a write, not merely asked.
     assert tuple(tree.engine().check_line("git submodule add ./.claude")) == (
         "deny", "path.control",
-        "'.claude' is one of keel's control files ('**/.claude'), protected at any depth",
+        "'.claude' is protected at any depth ('**/.claude'): "
+        "Claude Code's project settings, hooks, commands and agents",
         CONTROL_HINT,
     )  # fmt: skip
 

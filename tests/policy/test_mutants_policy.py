@@ -65,10 +65,11 @@ def test_explain_names_every_part_of_the_policy(policy: Policy, ws: Path) -> Non
     assert info["commands"]["command_writes"] is True
     paths = info["paths"]
     assert list(paths) == [
-        "control", "protected", "read_outside", "secrets", "scope", "file_writes",
+        "control", "prompt_files", "protected", "read_outside", "secrets", "scope", "file_writes",
     ]  # fmt: skip
     assert "**/.git/config" in paths["control"] and "**/keel.toml" in paths["control"]
     assert ".env" in paths["protected"]
+    assert "**/AGENTS.md" in paths["prompt_files"] and "**/.envrc" in paths["control"]
     assert "/usr/include/**" in paths["read_outside"]
     assert "**/.env" in paths["secrets"]
     assert paths["scope"] == {"include": ["src/**"], "exclude": ["src/vendor/**"]}

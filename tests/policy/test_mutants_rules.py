@@ -777,7 +777,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return ws
 
 
-CONTROL = "'keel.toml' is one of keel's control files ('**/keel.toml'), protected at any depth"
+CONTROL = "'keel.toml' is protected at any depth ('**/keel.toml'): keel's policy: it decides what the agent may do"
 DEFAULT = "'{}' is not allowed by the developer preset or keel.toml"
 SECRET = "'{}' is a secret ({})"
 SUBSCRIPT = "{} evaluates an array subscript given as text"
@@ -1050,8 +1050,8 @@ def test_jq_rawfile_is_read(root: Path) -> None:
     [
         ("PIP_INDEX_URL=https://x.test:8443 pip install x", "ask", "network.env_override",
          "PIP_INDEX_URL changes where pip download from"),
-        ("PIP_INDEX_URL=https://x.test pip install x", "deny", "network.not_allowed",
-         "x.test is not on the network allowlist"),
+        ("PIP_INDEX_URL=https://x.test pip install x", "deny", "network.port_not_allowed",
+         "only port 8443 of 'x.test' is allowed"),
         ("PIP_INDEX_URL=http://[bad pip install x", "deny", "network.bad_url",
          "cannot read a host name in 'PIP_INDEX_URL=http://[bad'"),
         ("export PIP_INDEX_URL; ls", "allow", "preset.developer.allow",

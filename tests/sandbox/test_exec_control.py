@@ -76,9 +76,10 @@ def test_renaming_a_git_directory_away_is_refused(bwrap_box: Box) -> None:
     ("script", "planted"),
     [
         ("echo '[policy]' > keel.toml", "keel.toml"),
-        ("mkdir -p sub/.git/hooks && echo x > sub/.git/hooks/pre-commit", "sub/.git/hooks"),
+        # a new repository's .git is a control file as a whole (an existing one is read-only)
+        ("mkdir -p pkg/.git/hooks && echo x > pkg/.git/hooks/pre-commit", "pkg/.git"),
         ("mkdir -p deep/a/.git/hooks && echo x > deep/a/.git/hooks/post-checkout",
-         "deep/a/.git/hooks"),
+         "deep/a/.git"),
         ("mkdir -p pkg/.claude && echo '{}' > pkg/.claude/settings.json", "pkg/.claude"),
         ("mkdir -p .github/workflows && echo on: push > .github/workflows/x.yml",
          ".github/workflows"),
@@ -148,12 +149,20 @@ def test_ci_files_can_be_left_writable(box: Box) -> None:
     assert (box.ws / "cfg" / ".pre-commit-config.yaml").read_text() == "changed\n"
 
 
-def test_control_files_below_the_depth_bound_are_not_protected(workdir: Path) -> None:
+def test_control_files_below_the_depth_bound_are_found_but_not_mounted(workdir: Path) -> None:
+    """The walk has no depth bound; ``control_depth`` bounds only what is mounted read-only."""
     deep = workdir / "a" / "b" / "c"
     deep.mkdir(parents=True)
     (deep / "keel.toml").write_text("")
-    assert "a/b/c/keel.toml" in scan_controls(str(workdir), ControlRules(3, True)).controls
-    assert "a/b/c/keel.toml" not in scan_controls(str(workdir), ControlRules(2, True)).controls
+    within = scan_controls(str(workdir), ControlRules(3, True), keep_fds=True)
+    below = scan_controls(str(workdir), ControlRules(2, True), keep_fds=True)
+    try:
+        assert "a/b/c/keel.toml" in within.fds and "a/b/c/keel.toml" not in within.deep
+        assert "a/b/c/keel.toml" in below.controls and "a/b/c/keel.toml" in below.deep
+        assert "a/b/c/keel.toml" not in below.fds
+    finally:
+        within.close()
+        below.close()
 
 
 def test_the_scan_never_follows_symlinks(workdir: Path) -> None:

@@ -128,7 +128,7 @@ def test_every_proxy_decision_is_returned(box: Box) -> None:
             environ=box.env,
         )
     assert [(c.host, c.port, c.allowed, c.rule) for c in result.connections] == [
-        ("127.0.0.1", other.port, False, "network.not_allowed")
+        ("127.0.0.1", other.port, False, "network.port_not_allowed")
     ]
     assert result.exit_code == 0
 

@@ -186,7 +186,7 @@ def test_cli_parse() -> None:
 
 def test_exec_argv_runs_the_command_contained(bwrap_box: Box) -> None:
     argv = exec_argv(bwrap_box.ws, ["/bin/sh", "-c", "pwd; echo $HOME"], timeout=30)
-    assert argv[1:3] == ["-S", argv[2]] and argv[3:5] == ["exec", "--workspace"]
+    assert argv[1:3] == ["-I", "-S"] and argv[4:6] == ["exec", "--workspace"]
     done = subprocess.run(argv, env=bwrap_box.env, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [str(bwrap_box.ws), str(bwrap_box.home)]

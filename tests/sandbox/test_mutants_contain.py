@@ -36,12 +36,13 @@ def test_exec_argv_is_the_launcher_line_with_the_limit_and_the_command() -> None
     assert Path(LAUNCHER).is_file()
     command = ["bash", "-c", "make -j2"]
     assert exec_argv(Path("/w s"), command, timeout=1.5, python="/opt/py") == [
-        "/opt/py", "-S", LAUNCHER, "exec", "--workspace", "/w s", "--timeout", "1.5",
+        "/opt/py", "-I", "-S", LAUNCHER, "exec", "--workspace", "/w s", "--timeout", "1.5",
         "--", "bash", "-c", "make -j2",
     ]  # fmt: skip
     assert exec_argv("/w", ["ls"], timeout=600.0) == [
-        sys.executable, "-S", LAUNCHER, "exec", "--workspace", "/w", "--timeout", "600", "--", "ls",
+        sys.executable, "-I", "-S", LAUNCHER, "exec", "--workspace", "/w", "--timeout", "600",
+        "--", "ls",
     ]  # fmt: skip
     assert exec_argv("/w", ["--", "x"]) == [
-        sys.executable, "-S", LAUNCHER, "exec", "--workspace", "/w", "--", "--", "x",
+        sys.executable, "-I", "-S", LAUNCHER, "exec", "--workspace", "/w", "--", "--", "x",
     ]  # fmt: skip

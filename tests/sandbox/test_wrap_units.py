@@ -130,8 +130,9 @@ def test_the_proxy_check_allows_the_wrap_hosts_then_asks_the_policy(tmp_path: Pa
         return False, "network.not_allowed", "no"
 
     check = Wrap(spec, ["sh"], {}).check(policy)
-    assert check("A.dev", 443)[0] and check("b.dev", 22)[0]
+    assert check("A.dev", 443)[0] and check("b.dev", 80)[0] and check("b.dev", 443)[0]
     assert not check("a.dev", 80)[0] and asked == [("a.dev", 80)]
+    assert not check("b.dev", 22)[0] and asked[-1] == ("b.dev", 22)  # bare: web ports only
 
 
 @pytest.mark.parametrize("rel", ["", ".ssh", "ws", "ws/sub", "state", ".local"])

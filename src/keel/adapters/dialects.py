@@ -20,6 +20,11 @@ client's own rewrite contract, measured with the pinned clients (tests/clients/R
 Claude's ``updatedInput`` with ``permissionDecision`` and ``hookEventName``, Codex's
 ``updatedInput.command`` with ``allow``, Gemini's ``hookSpecificOutput.tool_input``.
 
+A search the policy allows that reads contents below a directory gets keel's exclude globs for
+secret files (``excluding``) in the same contracts: Claude's Grep ``glob`` (its ``!`` pieces
+come last, and ripgrep gives the later glob precedence), Gemini's ``read_many_files``
+``exclude``. Codex has no such tool.
+
 Every client treats exit code 2 with the reason on stderr as "block": that is the channel for
 failing closed, because it works even when keel could not build its JSON answer.
 
@@ -34,6 +39,7 @@ from typing import Any, assert_never
 
 from keel.adapters.protocol import Agent, HookInput
 from keel.decision import Decision, Guidance
+from keel.errors import PayloadError
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +136,34 @@ class Dialect:
             }
         )
 
+    def excluding(self, inp: HookInput, decision: Decision, excludes: tuple[str, ...]) -> HookReply:
+        """Run the search with ``excludes`` (basename globs of secret files) left out.
+
+        Claude Code's Grep runs ripgrep with one ``--glob`` per piece of its ``glob`` (split
+        on white space), after the pattern and in order, and ripgrep gives the later glob
+        precedence: ``!GLOB`` pieces appended after the model's own exclude whatever those
+        select. ``updatedInput`` replaces the whole input, so every argument is sent back.
+        No ``permissionDecision`` goes with an allow: the rewritten call is still a Grep of
+        the same path, and Claude's own permission check judges it as it would have (keel
+        only ever takes permissions away). An ask asks, with the rewrite.
+
+        Raises:
+            PayloadError: a tool this client cannot be given excludes for.
+        """
+        if inp.tool_name != "Grep":
+            raise PayloadError(
+                f"keel cannot add excludes to {inp.tool_name}", code="payload.no_excludes"
+            )
+        own = inp.tool_input.get("glob")
+        pieces = [own] if isinstance(own, str) and own.strip() else []
+        pieces += [f"!{glob}" for glob in excludes]
+        out: dict[str, Any] = {"hookEventName": inp.event}
+        if not decision.allowed:
+            out["permissionDecision"] = "ask"
+            out["permissionDecisionReason"] = deny_text(decision, inp.tool_name)
+        out["updatedInput"] = {**inp.tool_input, "glob": " ".join(pieces)}
+        return _json({"hookSpecificOutput": out})
+
     def post_tool(self, inp: HookInput, guidance: Guidance | None) -> HookReply:
         """Guidance after a tool ran: context for a hint, a block reason above that."""
         if guidance is None:
@@ -167,6 +201,16 @@ class CodexDialect(Dialect):
 
     agent: Agent = "codex"
     can_ask = False
+
+    def excluding(self, inp: HookInput, decision: Decision, excludes: tuple[str, ...]) -> HookReply:
+        """Codex has no search tool of its own (0.171.0: ``view_image`` reads one file).
+
+        Raises:
+            PayloadError: always.
+        """
+        raise PayloadError(
+            f"keel cannot add excludes to Codex's {inp.tool_name}", code="payload.no_excludes"
+        )
 
     def contained(self, inp: HookInput, decision: Decision, command: str) -> HookReply:
         """Codex takes only ``command`` from ``updatedInput``, and only with the allow."""
@@ -207,6 +251,27 @@ class GeminiDialect(Dialect):
         if not decision.allowed:
             return self.pre_tool(inp, decision)
         return _json({"hookSpecificOutput": {"tool_input": {**inp.tool_input, "command": command}}})
+
+    def excluding(self, inp: HookInput, decision: Decision, excludes: tuple[str, ...]) -> HookReply:
+        """``read_many_files`` with ``**/GLOB`` for each of ``excludes`` in its ``exclude``.
+
+        Gemini globs with ``ignore`` set to its default excludes plus ``exclude`` (all of
+        them, with ``useDefaultExcludes`` false too), so an added entry always applies.
+        ``tool_input`` replaces the arguments: every one is sent back.
+
+        Raises:
+            PayloadError: a tool this client cannot be given excludes for.
+        """
+        if not decision.allowed:
+            return self.pre_tool(inp, decision)
+        if inp.tool_name != "read_many_files":
+            raise PayloadError(
+                f"keel cannot add excludes to {inp.tool_name}", code="payload.no_excludes"
+            )
+        own = inp.tool_input.get("exclude")
+        kept = [e for e in own if isinstance(e, str)] if isinstance(own, list) else []  # pyright: ignore[reportUnknownVariableType]
+        exclude = [*kept, *(f"**/{glob}" for glob in excludes)]
+        return _json({"hookSpecificOutput": {"tool_input": {**inp.tool_input, "exclude": exclude}}})
 
     def post_tool(self, inp: HookInput, guidance: Guidance | None) -> HookReply:
         """Context up to ``correct``; a deny (which replaces the output) from ``replan``."""

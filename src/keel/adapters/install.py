@@ -11,7 +11,8 @@ duplicated. Files and directories keel had to create are remembered in
 entries go, the user's stay, and a settings file keel created is deleted once it is empty.
 
 The hook command is the real interpreter (or the console script next to it), never a shim
-on PATH: a pyenv shim adds about 50 ms to every tool call.
+on PATH: a pyenv shim adds about 50 ms to every tool call. The interpreter runs isolated from
+the workspace (``default_keel_command``): nothing the agent writes in the project is imported.
 
 **A hook that stays on.** The command registered is the launcher followed by a shell fallback
 (``fail_closed_command``): keel's launcher exits only with 0 or 2, so any other status means
@@ -28,9 +29,7 @@ keep a broken agent going forever.
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -93,24 +92,20 @@ HOOKS: dict[Agent, tuple[tuple[str, str | None], ...]] = {
 _RECORD = "installed-hooks.json"
 
 
-def hook_launcher(keel_parent: str) -> str:
-    """The ``python -S -c`` program the registered hook command runs.
-
-    ``-S`` skips site (its ``.pth`` files cost a hook up to the interpreter's own start), so
-    keel's own directory is put on ``sys.path`` by hand; ``keel.hookpath`` loads site only
-    when the call must be decided in process.
-    """
-    return (
-        f"import sys; sys.path.insert(0, {keel_parent!r}); from keel.hookpath import main; main()"
-    )
-
-
 def default_keel_command() -> list[str]:
-    """The command that runs keel's hook from this interpreter, past any PATH shim."""
-    import keel
+    """The command that runs keel's hook from this interpreter, past any PATH shim.
 
-    parent = os.path.dirname(os.path.dirname(os.path.abspath(keel.__file__ or "")))
-    return [sys.executable, "-S", "-c", hook_launcher(parent)]
+    ``python -I -S <keel>/_launch.py`` (``keel._isolated``): isolated (the clients run hooks in
+    the project, and ``-c`` or ``-m`` would put it first on ``sys.path``, so that a module the
+    agent wrote there ran in keel's hook), a script by absolute path, and without site (its
+    ``.pth`` files cost a hook up to the interpreter's own start; ``keel.hookpath`` loads site
+    only when the call must be decided in process). Before issue 22 keel registered
+    ``python -S -c PROGRAM``; ``is_keel_hook`` recognises both, so ``keel init`` replaces an
+    old registration and ``keel doctor`` reports one.
+    """
+    from keel._isolated import launcher_argv
+
+    return launcher_argv(site=False)
 
 
 def hook_command(
@@ -163,7 +158,9 @@ def is_keel_hook(command: str, agent: str, event: str | None = None) -> bool:
     """True when ``command`` is a keel hook for ``agent`` (and ``event``, if given).
 
     Both forms are recognised: the bare hook call keel registered before, and the hook call
-    with its fail-closed fallback (``registered_command``).
+    with its fail-closed fallback (``registered_command``); and whatever starts keel (the
+    isolated launcher of ``default_keel_command``, the ``python -S -c`` program keel registered
+    before issue 22, a console script), since only the words ``hook EVENT --agent A`` count.
     """
     try:
         words = command_words(command)

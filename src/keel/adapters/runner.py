@@ -16,10 +16,12 @@ answer, and the daemon runs it for every call it answers. A request id (made by 
 process) travels with the call, so a decision the daemon committed before it was replaced is
 answered again, not made twice.
 
-Phases: ``pre_tool`` asks ``Guard.decide``; ``post_tool`` gives ``Guard.observe`` the result
-(for Codex, with the exit code read from its rollout: ``codex_transcript``) and delivers its
-guidance; ``stop`` asks ``Guard.gate_finish``; ``session_start``, ``prompt`` and ``compact``
-journal the event and re-inject ``Guard.session_context()``; ``session_end`` journals the end.
+Phases: ``pre_tool`` asks ``Guard.decide`` (an allowed shell command is rewritten to run in
+``keel exec``, an allowed search to exclude secret files); ``post_tool`` gives
+``Guard.observe`` the result (for Codex, with the exit code read from its rollout:
+``codex_transcript``) and delivers its guidance; ``stop`` asks ``Guard.gate_finish``;
+``session_start``, ``prompt`` and ``compact`` journal the event and re-inject
+``Guard.session_context()``; ``session_end`` journals the end.
 """
 
 from __future__ import annotations
@@ -230,8 +232,12 @@ def _dispatch(
             if guard.rewrite and call.kind == "exec" and decision.decision != "deny":
                 from keel.guard import contained_command
 
-                line = contained_command(guard.root, call.command or "", timeout=_timeout(inp))
+                line = contained_command(
+                    guard.root, call.command or "", timeout=_timeout(inp), report=_report_id()
+                )
                 return dialect.contained(inp, decision, line)
+            if call.search in EXCLUDING and decision.decision != "deny":
+                return _excluding(inp, dialect, decision)
             return dialect.pre_tool(inp, decision)
         case "post_tool":
             result = to_tool_result(inp)
@@ -259,6 +265,31 @@ def _dispatch(
             return dialect.silence
         case _:
             assert_never(inp.phase)
+
+
+EXCLUDING = frozenset({"ripgrep", "glob_read"})
+"""``ToolCall.search`` kinds whose input the pre-tool answer rewrites to exclude secret files
+(the policy's allow, ``path.read_excluding_secrets``, says so in the journal)."""
+
+
+def _excluding(inp: HookInput, dialect: Dialect, decision: Decision) -> HookReply:
+    """The search with keel's excludes for secret files, in the client's rewrite contract.
+
+    Whatever else the guard's policy does, a search the client runs outside the sandbox never
+    reads a secret file: the rewrite does not depend on ``[sandbox] contain``. ``[sandbox]
+    show_secrets`` exposes files to contained commands only; the file tools (Read too) still
+    refuse them, so they stay excluded here.
+    """
+    from keel.policy._judge_search import secret_excludes
+
+    return dialect.excluding(inp, decision, secret_excludes())
+
+
+def _report_id() -> str:
+    """A fresh id for ``keel exec --report``: what the run leaves behind reaches ``observe``."""
+    import os
+
+    return os.urandom(8).hex()
 
 
 def _timeout(inp: HookInput) -> float | None:

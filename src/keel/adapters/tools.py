@@ -9,6 +9,13 @@ Relative paths are made absolute against the hook's ``cwd``, so the policy judge
 the tool will really touch. A tool keel does not know is kind ``other``: the default rule
 judges it.
 
+The clients' file tools run in the client, outside any sandbox, so every argument of a read
+tool that selects files reaches the canonical call: paths in ``paths`` (with the literal
+directory a walking glob starts from), globs in ``globs`` (Claude's Grep ``glob`` split the
+way Claude Code splits it, Glob's ``pattern``, Gemini's ``include``/``include_pattern``, the
+pattern of a ``!`` negation in an ``exclude``), and how a search reads contents below a
+directory in ``search`` (``keel.calls.ToolCall.search``).
+
 Standard library only: this runs on every hook call.
 """
 
@@ -34,6 +41,25 @@ _READ_DIR_TOOLS = frozenset(
 )  # fmt: skip
 """Read tools that may name no path: they read the working directory."""
 _PATCH_TOOLS = frozenset({"apply_patch"})
+_SEARCHES = {
+    ("claude", "Grep"): "ripgrep",
+    ("gemini", "read_many_files"): "glob_read",
+    ("gemini", "grep_search"): "grep",
+    ("gemini", "search_file_content"): "grep",
+}
+"""How each client's search reads contents below a directory (``ToolCall.search``)."""
+_WALKING_GLOBS = frozenset({"Glob", "glob", "read_many_files"})
+"""Tools whose globs say where to walk (their literal directory is judged as a path), not
+only which files of a walk to keep."""
+_WILDCARDS = frozenset("*?[{")
+_GLOB_KEYS = {
+    "Glob": ("pattern",),
+    "glob": ("pattern",),
+    "grep_search": ("include_pattern", "include"),
+    "search_file_content": ("include_pattern", "include"),
+    "read_many_files": ("include", "paths"),
+}
+"""The arguments each tool selects files with, besides a Grep's ``glob``."""
 _PATH_KEYS = ("file_path", "absolute_path", "notebook_path", "path", "dir_path")
 _URL = re.compile(r"https?://[^\s\"'<>)\]]+")
 _EXIT_CODE = re.compile(r"exit code:?\s*(-?\d+)", re.IGNORECASE)
@@ -76,7 +102,17 @@ def to_tool_call(inp: HookInput) -> ToolCall:
         case "write" | "edit":
             return ToolCall(**base, paths=_absolute(_required_paths(name, args), inp.cwd))
         case "read":
-            return ToolCall(**base, paths=_absolute(_read_paths(name, args, inp.cwd), inp.cwd))
+            paths, globs = _read_paths(name, args, inp.cwd), _read_globs(name, args)
+            where = paths[0] if paths else inp.cwd
+            starts = tuple(
+                d for g in globs if name in _WALKING_GLOBS and (d := _glob_dir(g)) is not None
+            )
+            return ToolCall(
+                **base,
+                paths=_absolute(paths, inp.cwd) + _absolute(starts, _joined(where, inp.cwd)),
+                globs=globs,
+                search=_SEARCHES.get((inp.agent, name)),
+            )
         case "network":
             return ToolCall(**base, url=_url(args))
         case "mcp" | "other":
@@ -135,6 +171,8 @@ def _required_paths(name: str, args: dict[str, Any]) -> tuple[str, ...]:
 
 
 def _read_paths(name: str, args: dict[str, Any], cwd: str | None) -> tuple[str, ...]:
+    if name == "read_many_files":  # its include entries are globs below the project
+        return (cwd or ".",)
     for key in _PATH_KEYS:
         value = args.get(key)
         if isinstance(value, str) and value:
@@ -145,6 +183,44 @@ def _read_paths(name: str, args: dict[str, Any], cwd: str | None) -> tuple[str, 
     if name in _READ_DIR_TOOLS:
         return (cwd or ".",)
     raise PayloadError(f"{name} call without a file path", code="payload.tool_path", tool=name)
+
+
+def _read_globs(name: str, args: dict[str, Any]) -> tuple[str, ...]:
+    """The globs a read tool selects files with, read the way its client reads them."""
+    if name == "Grep":  # Claude Code: split on white space, then on commas outside braces
+        text = args.get("glob")
+        out: list[str] = []
+        for piece in text.split() if isinstance(text, str) else ():
+            parts = [piece] if "{" in piece and "}" in piece else piece.split(",")
+            out.extend(p for p in parts if p and not p.startswith("!"))  # "!" excludes
+        return tuple(out)
+    globs = [g for key in _GLOB_KEYS.get(name, ()) for g in _strings(args.get(key))]
+    # an exclude's "!PATTERN" would select files back if the tool read it as a negation
+    globs += [e[1:] for e in _strings(args.get("exclude")) if e.startswith("!") and e[1:]]
+    return tuple(globs)
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str) and value:
+        return [value]
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, str) and v]  # pyright: ignore[reportUnknownVariableType]
+    return []
+
+
+def _glob_dir(glob: str) -> str | None:
+    """Where a walking glob starts: the whole of a plain path, else its literal directory."""
+    if not any(c in _WILDCARDS for c in glob):
+        return glob
+    from keel.policy._judge_search import literal_dir
+
+    return literal_dir(glob)
+
+
+def _joined(path: str | None, cwd: str | None) -> str | None:
+    if path is None or os.path.isabs(path) or not cwd:
+        return path
+    return os.path.normpath(os.path.join(cwd, path))
 
 
 def _absolute(paths: tuple[str, ...], cwd: str | None) -> tuple[str, ...]:

@@ -3,11 +3,80 @@
 Hot commands (``keel policy check``, ``keel hook``) are dispatched before typer and pydantic
 are imported, so the common case pays for the decision only; everything else goes through
 the typer application.
+
+The console script is not started isolated (``python -I``), so before anything else ``main``
+keeps the workspace out of what it imports later (``_isolate``): a caller's ``PYTHON*``
+variable that changes imports (``PYTHONPATH=.`` names the directory keel runs in, the
+agent's workspace) makes it start again under ``python -I`` through keel's launcher
+(``keel._isolated``), and the entry Python put first on ``sys.path`` (the script's directory,
+the current one under ``-c`` or ``-m``) is dropped. What the interpreter imported before
+``main`` ran (``encodings``, ``keel`` itself) is beyond that: only ``python -I``, as in every
+command keel registers or starts itself, keeps ``PYTHONPATH`` from those.
 """
 
 from __future__ import annotations
 
 import sys
+
+HARMLESS_ENV = frozenset(
+    {
+        "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PYTHONIOENCODING", "PYTHONUTF8",
+        "PYTHONHASHSEED", "PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PYTHONFAULTHANDLER",
+        "PYTHONCOERCECLOCALE", "PYTHONDEVMODE", "PYTHONOPTIMIZE", "PYTHONVERBOSE",
+        "PYTHONDEBUG", "PYTHONPROFILEIMPORTTIME", "PYTHONTRACEMALLOC", "PYTHONMALLOC",
+        "PYTHONMALLOCSTATS", "PYTHONASYNCIODEBUG", "PYTHONWARNDEFAULTENCODING",
+        "PYTHONINTMAXSTRDIGITS", "PYTHONNODEBUGRANGES",
+    }
+)  # fmt: skip
+"""``PYTHON*`` variables that change nothing about what Python imports or runs at start.
+
+Any other one (``PYTHONPATH``, ``PYTHONHOME``, ``PYTHONSTARTUP``, ``PYTHONUSERBASE``,
+``PYTHONPYCACHEPREFIX``, ``PYTHONWARNINGS``, ``PYTHONBREAKPOINT``, ...) makes the console
+script start again isolated.
+"""
+
+
+def _isolate() -> None:
+    """Keep the directory keel runs in out of this process's later imports (see the module)."""
+    import os
+
+    if _environment_changes_imports() and sys.executable:
+        _restart_isolated()
+    if not sys.flags.safe_path and sys.path:
+        del sys.path[0]  # the script's directory, or the current one (under -c or -m)
+    sys.path[:] = [p for p in sys.path if os.path.isabs(p)]
+
+
+def _environment_changes_imports() -> bool:
+    """True if a ``PYTHON*`` variable outside ``HARMLESS_ENV`` is set and this Python reads them."""
+    import os
+
+    if sys.flags.ignore_environment:  # -E or -I
+        return False
+    return any(  # names first: decoding every value costs ~20 µs per start
+        name.startswith("PYTHON") and name not in HARMLESS_ENV and os.environ[name]
+        for name in os.environ
+    )
+
+
+def _restart_isolated() -> None:
+    """Become ``python [-X OPT]... -I <keel>/_launch.py ARGS...``; exit 2 if that fails.
+
+    The caller's ``-X`` options (``-X importtime``, ``-X dev``) are its own choice on the
+    command line, not the environment's: they are kept.
+    """
+    import os
+
+    from keel._isolated import launcher_argv
+
+    argv = launcher_argv(*sys.argv[1:])
+    for name, value in reversed(sys._xoptions.items()):  # pyright: ignore[reportPrivateUsage]
+        argv[1:1] = ["-X", name if value is True else f"{name}={value}"]
+    try:
+        os.execv(argv[0], argv)
+    except OSError as exc:  # never go on unisolated; 2 also blocks a hook call
+        sys.stderr.write(f"keel: error: cannot restart isolated: {exc} [os.error]\n")
+    os._exit(2)
 
 
 def _fast_policy_check(args: list[str]) -> int | None:
@@ -25,7 +94,13 @@ def _fast_policy_check(args: list[str]) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run keel with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
+    """Run keel with ``argv`` (default: ``sys.argv[1:]``) and return the exit code.
+
+    Without ``argv`` (the process's own command line) the process is isolated first
+    (``_isolate``: it may start again under ``python -I``).
+    """
+    if argv is None:
+        _isolate()
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["hook"]:
         from keel.hookpath import main as hook_main

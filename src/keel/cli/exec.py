@@ -12,7 +12,7 @@ import sys
 
 USAGE = (
     "usage: keel exec [--workspace DIR] [--timeout SECONDS] [--backend auto|bwrap|landlock] "
-    "-- CMD..."
+    "[--report ID] -- CMD..."
 )
 HELP = """
 Run a command contained, in place in the workspace: it can write only the workspace, a
@@ -24,6 +24,8 @@ they allow into this.
   --workspace DIR    the workspace (default: found from the current directory)
   --timeout SECONDS  a wall-clock limit (exit 124 when it passes)
   --backend NAME     auto, bwrap or landlock (default auto: see `keel sandbox check`)
+  --report ID        also write what the run left behind (quarantined, restored and prompt
+                     files) to .keel/exec/reports/ID.json, for the hook that rewrote the call
 
 Exit: the command's own code, or 123 control files quarantined, 124 timeout, 125 cannot
 contain, 126 emergency stop, 127 not found, 2 usage.
@@ -37,6 +39,7 @@ _OPTIONS = {
     "-w": "workspace",
     "--timeout": "timeout",
     "--backend": "backend",
+    "--report": "report",
 }
 
 
@@ -93,7 +96,11 @@ def main(args: list[str]) -> int:
 
     try:
         outcome = execute(
-            command, workspace=options.get("workspace"), timeout=timeout, backend=backend
+            command,
+            workspace=options.get("workspace"),
+            timeout=timeout,
+            backend=backend,
+            report=options.get("report"),
         )
     except ExecRefused as exc:
         sys.stderr.write(f"keel: error: {exc.message} [{exc.code}]\n")

@@ -1,6 +1,6 @@
 """``keel hookd run|status|stop``: the resident hook server of a workspace.
 
-Hooks start ``keel hookd`` on demand (``python -m keel.daemon.server ROOT``) and it exits
+Hooks start ``keel hookd`` on demand (``python -I -S <keel>/_launch.py hookd ROOT``) and it exits
 after ``KEEL_HOOKD_IDLE`` seconds without a call; these commands are for looking at it,
 running it in the foreground, and stopping it. ``KEEL_HOOKD=0`` in the agent's environment
 keeps every hook in process.

@@ -1,7 +1,8 @@
 """``keel checkpoint``, ``keel diff``, ``keel rollback`` and ``keel patch``.
 
 ``--json`` prints one object: ``checkpoint create`` the checkpoint, ``checkpoint list``
-``{"checkpoints": [...]}``, ``diff`` ``{"checkpoint", "changes", "outside_scope", "patch"}``,
+``{"checkpoints": [...]}``, ``diff`` ``{"checkpoint", "changes", "outside_scope", "patch",
+"prompt_files"}`` (the changed prompt files of future agent sessions, ``keel.protected``),
 ``rollback`` ``{"dry_run", "target", "undo", "after", "restored", "deleted", "overwritten",
 "kept"}``, ``patch apply`` the applied (or checked) patch.
 """
@@ -181,13 +182,20 @@ def diff(
             result = cps.diff(target, patch=not (stat or outside_scope), in_scope=in_scope)
     except KeelError as err:
         fail(err, as_json=as_json)
+    prompts = prompt_files(root, [c.path for c in result.changes])
     if as_json:
-        print_json(result.to_dict())
+        print_json({**result.to_dict(), "prompt_files": prompts})
         return
     if outside_scope:
         for path in result.outside_scope:
             typer.echo(path)
         return
+    if prompts:
+        typer.echo(
+            "review first: these files are instructions the next agent session reads "
+            f"(prompt files): {', '.join(prompts)}",
+            err=True,
+        )
     typer.echo(f"changes since checkpoint {target.short} ({target.kind}):", err=True)
     color = color_enabled(sys.stdout)
     if stat or not result.patch:
@@ -199,6 +207,18 @@ def diff(
             typer.echo("  (none)")
         return
     sys.stdout.write(paint_diff(result.patch, color))
+
+
+def prompt_files(root: Path, paths: list[str]) -> list[str]:
+    """The prompt files of future agent sessions among ``paths`` (``keel.protected``)."""
+    from keel._configview import config_view
+    from keel.protected import prompt_paths
+
+    try:
+        protect_ci = bool(config_view(str(root)).sandbox.protect_ci)
+    except Exception:  # an unreadable keel.toml: the whole table
+        protect_ci = True
+    return prompt_paths(paths, protect_ci)
 
 
 def rollback(

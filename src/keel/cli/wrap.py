@@ -23,8 +23,8 @@ API key variables, and its model host (from ANTHROPIC_BASE_URL, OPENAI_BASE_URL,
 model_providers, GOOGLE_GEMINI_BASE_URL; else the vendor's) allowed through the proxy.
 keel's hooks are decided outside the sandbox.
 
-  --allow-host HOST[:PORT]  also allow this host (repeatable); 127.0.0.1:PORT is also
-                            reachable inside by a direct connection
+  --allow-host HOST[:PORT]  also allow this host (repeatable; without a port, ports 80 and
+                            443); 127.0.0.1:PORT is also reachable inside directly
   --client NAME             the client, when the executable's name does not tell
   --pass-env NAME           also give the client this variable unfiltered (repeatable)
   --timeout SECONDS         a wall-clock limit (none by default)

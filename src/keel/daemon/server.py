@@ -1,6 +1,8 @@
 """``keel hookd``: answers the hook calls of one workspace with everything already loaded.
 
-Started on demand by a hook (``python -c ... keel.daemon.server ROOT``), it holds
+Started on demand by a hook (``keel.hookpath.spawn``: ``python -I -S <keel>/_launch.py hookd
+ROOT``, isolated from the workspace, its directory ``ROOT/.keel`` before anything is imported;
+``-I`` keeps the directory a request is answered in off ``sys.path`` too), it holds
 ``<root>/.keel/hookd.lock`` (a second daemon exits at once), listens on
 ``<root>/.keel/hookd.sock`` (mode 0600; a peer of another uid is refused), records its pid
 and start time in ``<root>/.keel/hookd.pid`` (the relay trusts only that process), and exits

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 
+from keel._isolated import launcher_argv
 from keel.adapters.install import default_keel_command, install_hooks
 from keel.init import init_workspace
 
@@ -76,7 +76,7 @@ def run(console: Console, base: Path) -> None:
         if decision != expected or out.returncode != 0:
             raise RuntimeError(f"hook answered {decision} (rc {out.returncode}): {out.stderr}")
     show = subprocess.run(
-        [sys.executable, "-m", "keel.cli._entry", "show", SESSION, "--workspace", str(root)],
+        launcher_argv("show", SESSION, "--workspace", str(root)),  # isolated, as keel runs keel
         capture_output=True,
         text=True,
         check=True,

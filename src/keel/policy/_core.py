@@ -32,6 +32,7 @@ from keel.policy._rules import interpreter_code, positional, risks, writes
 from keel.policy._ruling import Ruling, with_suggestion, worst
 from keel.policy._shell import Cmd
 from keel.policy._tools import hidden_programs
+from keel.protected import own_installation, policy_globs
 
 TYPE_CHECKING = False  # typing costs ~9 ms to import on the hook path
 if TYPE_CHECKING:
@@ -187,9 +188,12 @@ class Engine(CommandRules):
         self.protected = GlobSet(
             presets.PROTECTED if protected is None else tuple(protected), ignore_case=True
         )
-        ci = presets.CONTROL_CI if snapshot.get("protect_ci", True) else ()
-        self.control = GlobSet((*presets.CONTROL, *ci), ignore_case=True)
+        protect_ci = snapshot.get("protect_ci", True)
+        self.protect_ci: bool = protect_ci
+        self.control = GlobSet(policy_globs("deny", protect_ci), ignore_case=True)
+        self.prompts = GlobSet(policy_globs("ask", protect_ci), ignore_case=True)
         self.read_only = GlobSet(tuple(snapshot.get("read_only", ())))
+        self.own = GlobSet(own_installation(self.root_real))
         home = self.home
         self.read_outside = GlobSet(
             tuple(expand_home(g, home) for g in (*data["read_outside"], *snapshot["read_outside"]))
@@ -263,7 +267,8 @@ class Engine(CommandRules):
                 "command_writes": self.command_writes,
             },
             "paths": {
-                "control": list(self.control.globs) + list(self.read_only.globs),
+                "control": [*self.control.globs, *self.own.globs, *self.read_only.globs],
+                "prompt_files": list(self.prompts.globs),
                 "protected": list(self.protected.globs),
                 "read_outside": list(self.read_outside.globs),
                 "secrets": list(self.secrets.globs),

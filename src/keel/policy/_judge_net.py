@@ -5,8 +5,18 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 
 from keel.policy._ruling import RuleBase, Ruling, allow, deny, worst
-from keel.policy._url import BAD, clean, host_parse, scheme_of, url_endpoints
+from keel.policy._url import (
+    BAD,
+    UNREADABLE_PORT,
+    clean,
+    dev_tcp_host,
+    host_parse,
+    scheme_of,
+    url_endpoints,
+)
 
+WEB_PORTS = (80, 443)
+"""The ports an allowlist entry without a port allows."""
 _SCHEMES = frozenset(
     {"http", "https", "ws", "wss", "ftp", "ftps", "git", "ssh", "sftp", "git+ssh", "git+https",
      "git+http", "ssh+git"}
@@ -35,11 +45,19 @@ class NetRules(RuleBase):
         )
 
     def check_host(self, host: str | None, what: str, port: int | None = None) -> Ruling:
-        """Judge connecting to ``host`` (``None``: only known at run time; ``BAD``: unreadable).
+        """Judge connecting to ``host`` on ``port`` (host ``None``: known at run time only).
 
-        An allowlist entry ``host:port`` allows that port only; it never matches when ``port``
-        is not known. An entry without a port allows every port. The host is compared in its
-        WHATWG form (``0x7f.1`` is ``127.0.0.1``), trailing dot removed.
+        The one port rule, for the text policy and ``keel exec``'s proxy alike: an allowlist
+        entry without a port (``github.com``, ``*.example.com``) allows ports 80 and 443 only;
+        ``host:port`` (``[::1]:8080``) exactly that port. Any other port must be named: a
+        host on the list reached on another port is denied with ``network.port_not_allowed``,
+        whose suggestion is the entry that would allow it. ``port=None`` means the text names
+        no port and keel reads the tool's default as a web port (``curl github.com``, pip's
+        index): entries without a port allow it, ``host:port`` entries do not. Callers pass
+        every port they can read, a scheme's default included (``ssh://`` is 22, ``git://``
+        9418), so those need their own entries; the proxy always knows the port. The host is
+        compared in its WHATWG form (``0x7f.1`` is ``127.0.0.1``), trailing dot removed; a
+        host that cannot be read (``BAD``) is denied.
         """
         if host is None:
             return self._dynamic_host(what)
@@ -51,15 +69,24 @@ class NetRules(RuleBase):
                 "network.bad_url", f"cannot read a host name in {what!r}", "use a plain http(s) URL"
             )
         forms = {host.strip().lower().strip("[]").rstrip("."), canonical}
-        patterns = [p for p in map(host_pattern, self.network) if p[1] in (None, port)]
-        if all(any(fnmatchcase(f, pat) for pat, _ in patterns) for f in forms):
+        entries = [host_pattern(e) for e in self.network]
+        if all(any(fnmatchcase(f, g) and port_allowed(p, port) for g, p in entries) for f in forms):
             return allow("network.allowed", f"{canonical} is on the network allowlist")
+        if all(any(fnmatchcase(f, g) for g, _ in entries) for f in forms):
+            # on the list, but not on this port: the answer names the entry that would allow it
+            named = [(g, p) for g, p in entries if any(fnmatchcase(f, g) for f in forms)]
+            return port_refused(canonical, port, named)
         hint = (
             "add the host to [policy] network_allow in keel.toml"
             if self.network
             else f"the {self.preset} preset allows no network"
         )
         return deny("network.not_allowed", f"{canonical} is not on the network allowlist", hint)
+
+    def check_dev_tcp(self, path: str, what: str) -> Ruling:
+        """Judge bash's ``/dev/tcp/HOST/PORT`` (or ``/dev/udp/``): connecting to HOST on PORT."""
+        host = dev_tcp_host(path)
+        return self.check_host(host or None, what, host.port if host else None)
 
     def _dynamic_host(self, what: str) -> Ruling:
         if self.contained:
@@ -73,6 +100,55 @@ class NetRules(RuleBase):
             f"the host of {what!r} is only known at run time",
             None,
         )
+
+
+def port_allowed(entry_port: int | None, port: int | None) -> bool:
+    """Whether an entry with ``entry_port`` (``None``: the entry names no port) allows ``port``.
+
+    ``port`` ``None`` is one the text does not name (the tool's default, read as a web port).
+    """
+    if entry_port is None:
+        return port is None or port in WEB_PORTS
+    return port == entry_port
+
+
+def port_refused(host: str, port: int | None, entries: list[tuple[str, int | None]]) -> Ruling:
+    """The deny for ``host`` on ``port``, which ``entries`` (``(glob, port)``) match on others.
+
+    The reason says which ports of which entries are allowed; the suggestion is the entry
+    that would allow this one (``host:port``, the host itself rather than a wildcard).
+    """
+    ports = {p for _, p in entries if p is not None}
+    if any(p is None for _, p in entries):
+        ports.update(WEB_PORTS)
+    numbers = [str(p) for p in sorted(ports)]
+    listed = ", ".join(numbers[:-1]) + " and " + numbers[-1] if len(numbers) > 1 else numbers[0]
+    globs = " or ".join(repr(g) for g in dict.fromkeys(g for g, _ in entries))
+    allowed = f"only {'ports' if len(numbers) > 1 else 'port'} {listed} of {globs}"
+    allowed += " are allowed" if len(numbers) > 1 else " is allowed"
+    if port == UNREADABLE_PORT:
+        return deny(
+            "network.port_not_allowed",
+            f"{allowed}, and keel cannot read which port this connects to",
+            "name the port as a number",
+        )
+    if port is None:  # only ``host:port`` entries match
+        return deny(
+            "network.port_not_allowed",
+            f"{allowed}, and no port is named",
+            f'name the port, or add "{_bracket(host)}" (ports 80 and 443) to [policy] '
+            "network_allow in keel.toml",
+        )
+    return deny(
+        "network.port_not_allowed",
+        allowed,
+        f'add "{_bracket(host)}:{port}" to [policy] network_allow in keel.toml',
+    )
+
+
+def _bracket(host: str) -> str:
+    """``host`` as an allowlist entry spells it: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host
 
 
 def canonical_host(host: str) -> str:

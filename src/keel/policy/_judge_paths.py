@@ -1,11 +1,13 @@
 """Path rules: reading and changing files, judged in every form an attacker could mean.
 
-Writes are refused, at any depth, to keel's **control set**: ``keel.toml``, ``.keel/``, the
-agents' settings (``.claude/``, ``.codex/``, ``.gemini/``), every ``.git/hooks``, ``.git/config``
-and ``.git`` pointer file, CI and pre-commit configuration (unless ``[sandbox] protect_ci`` is
-off) and ``[sandbox] read_only`` (a path below a matching directory included). The set is
-matched case-insensitively, on the lexical and the symlink-resolved path, after ``..``, ``~``
-and encodings are resolved: the same set ``keel exec`` keeps read-only.
+Writes are refused (``path.control``), at any depth, to the ``deny`` entries of the protected-path
+table (``keel.protected``: keel's and the agents' control files, git internals and nested
+repositories, files that run on ``cd``, ``git status`` or opening the folder, CI and pre-commit
+configuration unless ``[sandbox] protect_ci`` is off) and to ``[sandbox] read_only`` (a path
+below a matching directory included); a write to a prompt file of future agent sessions (the
+table's ``ask`` entries: ``CLAUDE.md``, ``AGENTS.md``...) is asked about (``path.prompt_file``).
+The table is matched case-insensitively, on the lexical and the symlink-resolved path, after
+``..``, ``~`` and encodings are resolved: the same table ``keel exec`` enforces.
 
 A shell command of a contained policy (it runs in ``keel exec``) may read outside the workspace
 unless it reads a secret: the sandbox shows only a few system files and a HOME without secrets,
@@ -30,6 +32,7 @@ from keel.policy._paths import (
     variants,
 )
 from keel.policy._ruling import NO_VERDICT, Ruling, allow, deny, worst
+from keel.protected import OWN_REASON, entry_for
 
 TYPE_CHECKING = False  # typing costs ~9 ms to import on the hook path
 if TYPE_CHECKING:
@@ -48,6 +51,9 @@ class PathRules(NetRules):
     home: str
     protected: GlobSet
     control: GlobSet
+    prompts: GlobSet
+    own: GlobSet
+    protect_ci: bool
     read_only: GlobSet
     read_outside: GlobSet
     secrets: GlobSet
@@ -121,8 +127,7 @@ class PathRules(NetRules):
             )
         lexical, real = absolute_forms(path, cwd or self.root)
         if lexical.startswith(("/dev/tcp/", "/dev/udp/")):
-            parts = lexical.split("/")
-            return self.check_host(parts[3] if len(parts) > 3 and parts[3] else None, raw)
+            return self.check_dev_tcp(lexical, raw)
         devices = DEVICES_READ if op in ("read", "stat") else DEVICES_WRITE
         if lexical in devices or path in devices:
             return allow("path.device", f"{lexical} is a standard device")
@@ -172,7 +177,7 @@ class PathRules(NetRules):
 
     def control_glob(self, rel: str) -> str | None:
         """The control-set glob ``rel`` (workspace-relative) falls under, if any."""
-        glob = self.control.match(rel)
+        glob = self.control.match(rel) or self.own.match(rel)
         if glob is not None:
             return glob
         parts = rel.split("/")
@@ -182,14 +187,22 @@ class PathRules(NetRules):
                 return glob
         return None
 
+    def _why(self, rel: str) -> str:
+        """Why ``rel`` is protected: the table's reason, keel's installation or read_only."""
+        entry = entry_for(rel, self.protect_ci)
+        if entry is not None:
+            return entry.reason
+        return OWN_REASON if self.own.match(rel) else "[sandbox] read_only in keel.toml"
+
     def _judge_write(self, raw: str, rels: set[str]) -> Ruling:
         for rel in sorted(rels):
             glob = self.control_glob(rel)
             if glob is not None:
                 return deny(
                     "path.control",
-                    f"{rel!r} is one of keel's control files ({glob!r}), protected at any depth",
-                    "keel's, git's and the agents' configuration is changed by people, not agents",
+                    f"{rel!r} is protected at any depth ({glob!r}): {self._why(rel)}",
+                    "keel's, git's, the agents' and the tools' configuration is changed by "
+                    "people, not agents",
                 )
             for cid, text, protect, _ in self.constraints:
                 if protect.match(rel):
@@ -215,6 +228,15 @@ class PathRules(NetRules):
             return deny(
                 f"preset.{self.preset}.no_writes", f"the {self.preset} preset allows no writes"
             )
+        for rel in sorted(rels):
+            glob = self.prompts.match(rel)
+            if glob is not None:
+                return Ruling(
+                    "ask",
+                    "path.prompt_file",
+                    f"{rel!r} is a prompt file ({glob!r}): {self._why(rel)}",
+                    "a person reviews changes to the instructions of future agent sessions",
+                )
         return allow("path.in_scope", f"{raw!r} is inside the workspace and in scope")
 
     def in_scope(self, raw: str) -> bool:

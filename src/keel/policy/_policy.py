@@ -8,6 +8,7 @@ from keel.calls import ToolCall
 from keel.decision import Decision
 from keel.patchtext import patch_paths
 from keel.policy._core import Engine
+from keel.policy._judge_search import judge_read
 from keel.policy._ruling import NO_VERDICT, Ruling, with_suggestion, worst
 from keel.policy._snapshot import default_snapshot, snapshot_from_config
 
@@ -119,11 +120,20 @@ class Policy:
         return _guard(lambda: self._engine.check_url(url))
 
     def check_host(self, host: str, port: int | None = None) -> Decision:
-        """Judge connecting to ``host`` (on ``port``, when known) against the network allowlist."""
+        """Judge connecting to ``host`` on ``port`` against the network allowlist.
+
+        ``port=None`` is a web port: an entry without a port allows 80 and 443 only (see
+        ``NetRules.check_host``).
+        """
         return _guard(lambda: self._engine.check_host(host, f"{host}:{port}", port))
 
     def check_call(self, call: ToolCall) -> Decision:
-        """Judge a tool call by its kind; patches are judged by every path they touch."""
+        """Judge a tool call by its kind; patches are judged by every path they touch.
+
+        A read is judged by its paths and by every glob it selects files with; a search
+        that reads contents below a directory also by what it would read there
+        (``keel.policy._judge_search``).
+        """
         return _guard(lambda: self._call(call))
 
     def _call(self, call: ToolCall) -> Ruling:
@@ -131,14 +141,15 @@ class Policy:
         match call.kind:
             case "exec":
                 return engine.check_line(call.command or "", call.cwd)
-            case "read" | "write" | "edit":
+            case "read":  # paths, the globs that select files, and what a search would read
+                return judge_read(engine, call)
+            case "write" | "edit":
                 paths = [*call.paths, *patch_paths(call.patch or "")]
                 if not paths:
                     return engine.level(
                         "unparseable", "call.no_path", f"{call.tool} names no file", None
                     )
-                op = "read" if call.kind == "read" else "write"
-                return worst([engine.check_path(p, op, call.cwd) for p in paths]) or NO_VERDICT
+                return worst([engine.check_path(p, "write", call.cwd) for p in paths]) or NO_VERDICT
             case "network" if call.url:
                 return engine.check_url(call.url)
             case "network" | "mcp" | "other":

@@ -493,49 +493,15 @@ NETWORK_DEVELOPER: tuple[str, ...] = (
     "sum.golang.org",
 )
 
-# keel's control set: never written by an agent, at any depth (keel exec keeps the same set
-# read-only). Matched case-insensitively; [sandbox] read_only adds to it.
-CONTROL: tuple[str, ...] = (
-    "**/keel.toml",
-    "**/.keel",
-    "**/.keel/**",
-    "**/.claude",
-    "**/.claude/**",
-    "**/.codex",
-    "**/.codex/**",
-    "**/.gemini",
-    "**/.gemini/**",
-    "**/.git",
-    "**/.git/hooks",
-    "**/.git/hooks/**",
-    "**/.git/config",
-    "**/.git/config.worktree",
-    "**/.git/modules/**/hooks",
-    "**/.git/modules/**/hooks/**",
-    "**/.git/modules/**/config",
-    "**/.git/worktrees/*/config.worktree",
-)
-CONTROL_CI: tuple[str, ...] = (
-    "**/.github/workflows",
-    "**/.github/workflows/**",
-    "**/.pre-commit-config.yaml",
-    "**/.husky",
-    "**/.husky/**",
-)
-"""CI and pre-commit configuration: part of the control set unless ``[sandbox] protect_ci``
-is off."""
+# keel's control set (never written by an agent, at any depth) is the protected-path table of
+# keel.protected, shared with keel exec; PROTECTED below is the default of [policy] protected.
 
 PROTECTED: tuple[str, ...] = (
     ".git/**",
     ".git",
     ".env",
     ".env.*",
-    ".envrc",
     "**/migrations/**",
-    ".keel/**",
-    ".keel",
-    "keel.toml",
-    ".github/workflows/**",
     "*.pem",
     "*.key",
     "id_rsa*",
@@ -543,7 +509,6 @@ PROTECTED: tuple[str, ...] = (
     "id_ecdsa*",
     ".ssh/**",
     ".netrc",
-    ".npmrc",
     ".pypirc",
 )
 

@@ -9,7 +9,16 @@ from __future__ import annotations
 import re
 
 from keel.policy._shell import SHELLS, STD_BIN, Cmd
-from keel.policy._url import BAD, is_url, url_host_ports, url_hosts
+from keel.policy._url import (
+    BAD,
+    UNREADABLE_PORT,
+    HostAt,
+    dev_tcp_host,
+    is_url,
+    port_number,
+    url_host_ports,
+    url_hosts,
+)
 
 FETCHERS = frozenset(
     [
@@ -974,7 +983,11 @@ def _pattern_first(args: list[str | None], offset: int, name: str = "grep") -> s
 
 
 def hosts(name: str, args: list[str | None]) -> list[str | None]:
-    """Hosts a command connects to (``None`` when only known at run time, ``BAD`` unreadable)."""
+    """Hosts a command connects to (``None`` when only known at run time, ``BAD`` unreadable).
+
+    A host is a ``HostAt`` when keel knows its port: the URL's, the tool's (``ssh -p``, ``nc
+    HOST PORT``) or the tool's default (``_TOOL_PORTS``; ``git@host:path`` is ssh, 22).
+    """
     out: list[str | None] = []
     if name not in NO_PATH_ARGS:
         for a in args:
@@ -982,7 +995,7 @@ def hosts(name: str, args: list[str | None]) -> list[str | None]:
                 continue
             out.extend(url_host_ports(a) or ())
             if "/dev/tcp/" in a or "/dev/udp/" in a:
-                out.append(a.split("/dev/", 1)[1].split("/")[1] if a.count("/") >= 3 else None)
+                out.append(dev_tcp_host(a))
     match name:
         case "curl" | "wget" | "http" | "https" | "aria2c" | "lynx" | "links" | "w3m":
             out.extend(_fetcher_hosts(name, args))
@@ -991,20 +1004,65 @@ def hosts(name: str, args: list[str | None]) -> list[str | None]:
                 args, _SSH_ARGS if name == "ssh" else frozenset({"-p", "-w", "-s", "-i", "-q"})
             )
             if p:
-                out.append(None if p[0] is None else p[0].split("@")[-1].split(":")[0].lower())
+                host = None if p[0] is None else p[0].split("@")[-1].split(":")[0].lower()
+                out.append(None if host is None else HostAt(host, _tool_port(name, args, p)))
             elif name in ("nc", "ncat", "netcat"):
                 out.append("listen")
         case "scp" | "rsync":
             for a in positional(args, frozenset({"-P", "-i", "-e", "-o", "-F"})):
                 m = re.match(_SCP, a or "")
-                if a is None or (m and "://" not in a):
-                    out.append(m.group(1).lower() if m else None)
+                if a is None:
+                    out.append(None)
+                elif m and "://" not in a:  # host::module is the rsync daemon
+                    daemon = a[m.end() : m.end() + 1] == ":"
+                    port = 873 if daemon else _tool_port(name, args)
+                    out.append(HostAt(m.group(1).lower(), port))
         case "git":
             out.extend(_git_hosts(args))
         case "pip" | "uv" | "python" | "npm" | "yarn" | "pnpm" | "npx" | "bun":
             out.extend(_package_hosts(name, args))
         case _:
             pass
+    return out
+
+
+_TOOL_PORTS = {"ssh": 22, "sftp": 22, "scp": 22, "rsync": 22, "mosh": 22, "telnet": 23, "ftp": 21,
+               "tftp": 69}  # fmt: skip
+"""The port a tool connects to when its command line names none."""
+
+
+def _tool_port(name: str, args: list[str | None], operands: list[str | None] | None = None) -> int:
+    """The port ``name`` connects to: the one its line names, else its default (``_TOOL_PORTS``).
+
+    ``UNREADABLE_PORT`` for a port keel cannot read (``-p $P``, ``nc host $P``, a service name,
+    ``rsync -e CMD``), so that the policy allows it under no entry.
+    """
+    if name in ("nc", "ncat", "netcat", "telnet", "ftp", "tftp"):
+        named = (operands or [])[1:2]  # nc HOST PORT
+    elif name == "rsync":
+        shells = _option_values(args, "-e") + _option_values(args, "--rsh")
+        named = [] if all(v == "ssh" for v in shells) else [None]
+    elif name in ("ssh", "scp", "sftp"):  # mosh's -p is its UDP port
+        named = _option_values(args, "-p" if name == "ssh" else "-P")
+        if name == "ssh":  # -o Port=N; an option known only at run time may be one
+            options = _option_values(args, "-o")
+            named += [re.split(r"[\s=]+", o, maxsplit=1)[-1] if o else None for o in options
+                      if o is None or o.lower().startswith("port")]  # fmt: skip
+    else:
+        named = []
+    return port_number(named[-1]) if named else _TOOL_PORTS.get(name, UNREADABLE_PORT)
+
+
+def _option_values(args: list[str | None], option: str) -> list[str | None]:
+    """The values of ``option`` (``-p 22``, ``-p22``, ``--rsh=ssh``), in order."""
+    out: list[str | None] = []
+    for i, a in enumerate(args):
+        if a == option:
+            out.append(args[i + 1] if i + 1 < len(args) else "")
+        elif a and a.startswith(option) and not option.startswith("--"):
+            out.append(a[len(option) :])
+        elif a and a.startswith(option + "="):
+            out.append(a[len(option) + 1 :])
     return out
 
 
@@ -1015,7 +1073,9 @@ def _fetcher_hosts(name: str, args: list[str | None]) -> list[str | None]:
         if a is None:
             out.append(None)
         elif not is_url(a):
-            out.append(a.split("/", 1)[0].split(":", 1)[0].split("@")[-1].lower() or BAD)
+            host = a.split("/", 1)[0].split(":", 1)[0].split("@")[-1].lower() or BAD
+            port = a.split("/", 1)[0].rpartition("@")[2].partition(":")[2]  # host:port/path
+            out.append(HostAt(host, port_number(port) if port else None))
     for i, a in enumerate(args[:-1]):
         if a in _CURL_HOSTS and name == "curl":
             value = args[i + 1]
@@ -1051,7 +1111,7 @@ def _git_hosts(args: list[str | None]) -> list[str | None]:
             continue
         m = re.match(_SCP, a)
         if m and not is_url(a) and "/" not in a.split(":", 1)[0]:
-            out.append(m.group(1).lower())
+            out.append(HostAt(m.group(1).lower(), 22))  # host:path is ssh
     return out
 
 

@@ -19,6 +19,11 @@ SPECIAL = {"http": 80, "https": 443, "ws": 80, "wss": 443, "ftp": 21}
 """WHATWG special schemes with a host, and their default ports."""
 BAD = ""
 """The host of a URL that cannot be parsed."""
+UNREADABLE_PORT = -1
+"""The port of a command that names one keel cannot read (``nc host $P``, ``/dev/tcp/h/ssh``):
+no allowlist entry allows it."""
+_OTHER_PORTS = {"ssh": 22, "sftp": 22, "scp": 22, "git": 9418, "ftps": 990, "rsync": 873}
+"""Default ports of schemes that are not special."""
 _SCHEME = r"^([A-Za-z][A-Za-z0-9+.\-]*):"
 _C0_SPACE = "".join(map(chr, range(0x21)))
 _FORBIDDEN_HOST = frozenset("\x00\t\n\r #/:<>?@[\\]^|")
@@ -55,7 +60,11 @@ def url_hosts(text: str) -> tuple[str, ...] | None:
 
 
 class HostAt(str):
-    """A host name that also knows the port it is reached on (``port``; None if unknown)."""
+    """A host name that also knows the port it is reached on.
+
+    ``port``: ``None`` when the text names none and the tool's default is a web port;
+    ``UNREADABLE_PORT`` when it names one keel cannot read.
+    """
 
     __slots__ = ("port",)
     port: int | None
@@ -76,8 +85,9 @@ def url_host_ports(text: str) -> tuple[HostAt, ...] | None:
 def url_endpoints(text: str) -> tuple[tuple[str, int | None], ...] | None:
     """``(host, port)`` for each reading of ``text`` (see ``url_hosts``); None if no URL.
 
-    The port is the explicit one, else the scheme's default (``http`` 80, ``https`` 443...),
-    else ``None`` (unknown).
+    The port is the explicit one, else the scheme's default (``http`` 80, ``https`` 443,
+    ``ssh`` 22...), else ``UNREADABLE_PORT`` (a scheme whose port keel does not know; never
+    ``None``, which the policy reads as a web port).
     """
     if not is_url(text):
         return None
@@ -85,12 +95,32 @@ def url_endpoints(text: str) -> tuple[tuple[str, int | None], ...] | None:
     scheme = scheme_of(cleaned) or ""
     rest = cleaned[len(scheme) + 1 :]
     base = scheme.rsplit("+", 1)[-1]  # git+https, svn+ssh
-    default = SPECIAL.get(base) or {"ssh": 22, "git": 9418, "sftp": 22}.get(base)
+    default = SPECIAL.get(base) or _OTHER_PORTS.get(base, UNREADABLE_PORT)
     rfc = _rfc_endpoint(rest, default)
     found = [_special_endpoint(rest, base)] if base in SPECIAL else [rfc]
     if rfc not in found:
         found.append(rfc)
     return tuple(found)
+
+
+def port_number(text: str | None) -> int:
+    """``text`` as a TCP port (1-65535), else ``UNREADABLE_PORT``."""
+    if text and text.isascii() and text.isdigit() and 0 < int(text) < 65536:
+        return int(text)
+    return UNREADABLE_PORT
+
+
+def dev_tcp_host(path: str) -> HostAt | None:
+    """The host of bash's ``/dev/tcp/HOST/PORT`` (or ``/dev/udp/``) with its port attached.
+
+    ``None`` when the path ends before the host. The port is ``UNREADABLE_PORT`` unless it is
+    a number (bash also takes a service name, which keel does not look up), and ``None``
+    when the path has none (bash then opens nothing).
+    """
+    parts = path.split("/dev/", 1)[-1].split("/")
+    if len(parts) < 2:
+        return None
+    return HostAt(parts[1].lower(), port_number(parts[2]) if len(parts) > 2 else None)
 
 
 def whatwg_host(url: str) -> str | None:

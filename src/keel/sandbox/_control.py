@@ -1,18 +1,23 @@
 """Control files: what a contained command may neither change nor plant.
 
-A control file configures keel or makes some later, uncontained program run code: keel's own
-``keel.toml`` and ``.keel/``, the agents' settings (``.claude/``, ``.codex/``, ``.gemini/``), every
-git repository's ``hooks/``, ``config`` and ``config.worktree`` (also under ``.git/modules/``,
-and what ``core.hooksPath`` names inside the workspace), a ``.git`` file (a gitdir pointer), and
-by default ``.github/workflows``, ``.pre-commit-config.yaml`` and ``.husky``, plus the
-workspace-relative globs of ``[sandbox] read_only``.
+A control file configures keel or makes some later, uncontained program run code: the ``deny``
+entries of the protected-path table (``keel.protected``: keel's ``keel.toml`` and ``.keel/``,
+the agents' settings, files that run on ``cd``, ``git status`` or opening the folder, CI and
+pre-commit configuration unless ``[sandbox] protect_ci`` is off), inside the workspace's own
+git directory (and each ``.git/modules/*``) the table's ``GIT_DIR`` entries (``config``,
+``hooks/``, ``commondir``, ``info/``, ``objects/info/alternates``, ``worktrees/``...) and what
+``core.hooksPath`` names inside the workspace, every other ``.git`` (a nested repository or a
+gitdir pointer) as a whole, plus the workspace-relative globs of ``[sandbox] read_only``. The
+table's ``ask`` entries (prompt files of future agent sessions) are not controls: the scan
+fingerprints them (``Scan.prompts``) so that a run that changed one can be reported.
 
-``scan_controls`` finds them with a walk bounded by ``[sandbox] control_depth`` (directory
-levels below the root; ``PRUNED`` directories such as ``node_modules`` and ``.venv`` are not
-entered). It opens every directory relative to its parent with ``O_NOFOLLOW``, so a concurrent
-swap of a directory for a symlink cannot redirect it, and can keep an ``O_PATH`` descriptor of
-each control entry: bwrap binds those descriptors (``--ro-bind-fd``), never a path that could
-have changed since.
+``scan_controls`` walks the whole workspace (``PRUNED`` directories such as ``node_modules``
+and ``.venv`` are not entered). It opens every directory relative to its parent with
+``O_NOFOLLOW``, so a concurrent swap of a directory for a symlink cannot redirect it, and can
+keep an ``O_PATH`` descriptor of each control entry within ``[sandbox] control_depth`` levels:
+bwrap binds those descriptors (``--ro-bind-fd``), never a path that could have changed since.
+Deeper control entries are listed in ``Scan.deep``: the backend snapshots them before the run
+and restores them afterwards (``snapshot``, ``restore``).
 
 Existing control files are kept read-only by the backend. Ones that do not exist cannot be
 mounted over (keel never creates mount points inside agent-controlled trees), so
@@ -34,6 +39,7 @@ import stat
 import time
 
 from keel._frozen import Frozen
+from keel.protected import GIT_DIR, NameTable
 from keel.sandbox import _quiet
 
 TYPE_CHECKING = False
@@ -41,9 +47,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-CONTROL_NAMES = frozenset({"keel.toml", ".keel", ".claude", ".codex", ".gemini"})
-CI_NAMES = frozenset({".pre-commit-config.yaml", ".husky"})
-GIT_CONTROLS = ("hooks", "config", "config.worktree")
+MAX_LEVELS = 256
+"""Directory levels below which the walk gives up (the run then counts as unchecked)."""
+PROMPT_FILE_CAP = 1 << 20
 PRUNED = frozenset(
     {
         "node_modules",
@@ -70,6 +76,7 @@ class ControlRules(Frozen):
 
     __slots__ = ("depth", "globs", "protect_ci", "show_secrets")
     depth: int
+    """Levels below the root within which control entries are mounted read-only."""
     protect_ci: bool
     globs: tuple[str, ...]
     show_secrets: tuple[str, ...]
@@ -102,11 +109,11 @@ class Control(Frozen):
 class Scan:
     """The control entries of a workspace, and the git directories that hold some of them.
 
-    With ``keep_fds`` the scan holds an ``O_PATH`` descriptor per entry (``fds``) and per git
-    directory (``gitdir_fds``) until ``close``.
+    With ``keep_fds`` the scan holds an ``O_PATH`` descriptor per entry within the mount depth
+    (``fds``) and per git directory (``gitdir_fds``) until ``close``.
     """
 
-    __slots__ = ("controls", "fds", "gitdir_fds", "gitdirs", "secrets")
+    __slots__ = ("controls", "deep", "fds", "gitdir_fds", "gitdirs", "prompts", "secrets")
 
     def __init__(self) -> None:
         self.controls: dict[str, Control] = {}
@@ -115,6 +122,10 @@ class Scan:
         self.gitdir_fds: dict[str, int] = {}
         self.secrets: list[str] = []
         """The workspace's own secret files (``.env``, keys): hidden from contained commands."""
+        self.deep: set[str] = set()
+        """Control entries below ``[sandbox] control_depth``: snapshotted and restored."""
+        self.prompts: dict[str, object] = {}
+        """Prompt files of future agent sessions (``ask`` entries) and their fingerprints."""
 
     def close(self) -> None:
         """Close every kept descriptor."""
@@ -122,6 +133,12 @@ class Scan:
             _close(fd)
         self.fds.clear()
         self.gitdir_fds.clear()
+
+    def only(self, rels: set[str]) -> Scan:
+        """A scan holding only the control entries ``rels`` (for ``snapshot``)."""
+        part = Scan()
+        part.controls = {r: c for r, c in self.controls.items() if r in rels}
+        return part
 
 
 def scan_controls(root: str, rules: ControlRules, *, keep_fds: bool = False) -> Scan:
@@ -143,7 +160,7 @@ class _Walker:
         self.rules = rules
         self.keep = keep
         self.scan = Scan()
-        self.names = CONTROL_NAMES | CI_NAMES if rules.protect_ci else CONTROL_NAMES
+        self.table = NameTable(rules.protect_ci)
         self.matcher = _glob_matcher(rules.globs)
         self.shown = _glob_matcher(rules.show_secrets)
 
@@ -162,27 +179,34 @@ class _Walker:
 
     def visit(self, fd: int, rel: str, level: int) -> list[tuple[int, str, int]]:
         """Record the control entries of one directory; the subdirectories to enter."""
+        if level > MAX_LEVELS:
+            raise OSError(f"the workspace is more than {MAX_LEVELS} directories deep at {rel}")
         with os.scandir(fd) as entries:
             children = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+        parent = rel.rstrip("/").rpartition("/")[2]
         deeper: list[tuple[int, str, int]] = []
         for name, is_dir in children:
             child = f"{rel}{name}"
             if not is_dir and is_workspace_secret(name) and not (self.shown and self.shown(child)):
                 self.scan.secrets.append(child)
-            if name in self.names or (self.matcher is not None and self.matcher(child)):
-                self.add(fd, name, child)
+            entry = self.table.name(name) or (self.table.child(parent, name) if rel else None)
+            if entry is not None and entry.verdict == "ask":
+                self.prompt(fd, name, child)
+            elif entry is not None or (self.matcher is not None and self.matcher(child)):
+                self.add(fd, name, child, level)
             elif name == ".git":
-                self.gitdir(fd, name, child) if is_dir else self.add(fd, name, child)
-            elif name == ".github" and is_dir:
-                self.children(fd, name, child, ("workflows",))
-            elif is_dir and level < self.rules.depth and name not in PRUNED:
+                if rel == "" and is_dir:
+                    self.gitdir(fd, name, child)
+                else:  # a gitdir pointer, or another repository: read-only as a whole
+                    self.add(fd, name, child, level)
+            elif is_dir and name not in PRUNED:
                 sub = _open_dir(name, fd)
                 if sub is not None:
                     deeper.append((sub, f"{child}/", level + 1))
         return deeper
 
-    def add(self, dir_fd: int, name: str, rel: str) -> None:
-        """Record ``name`` (below ``dir_fd``) as the control entry ``rel``."""
+    def add(self, dir_fd: int, name: str, rel: str, level: int = 0) -> None:
+        """Record ``name`` (below ``dir_fd``, at ``level``) as the control entry ``rel``."""
         scan = self.scan
         try:
             st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -191,14 +215,20 @@ class _Walker:
         if rel in scan.controls:
             return
         scan.controls[rel] = Control(rel, _kind(st.st_mode), st.st_dev, st.st_ino)
-        if self.keep and not stat.S_ISLNK(st.st_mode):
+        if level > self.rules.depth:
+            scan.deep.add(rel)
+        elif self.keep and not stat.S_ISLNK(st.st_mode):
             try:
                 scan.fds[rel] = os.open(name, _PATH, dir_fd=dir_fd)
             except OSError:
                 del scan.controls[rel]
 
+    def prompt(self, dir_fd: int, name: str, rel: str) -> None:
+        """Record the fingerprint of a prompt file (or directory of them)."""
+        self.scan.prompts[rel] = _fingerprint(dir_fd, name)
+
     def gitdir(self, parent_fd: int, name: str, rel: str) -> None:
-        """A git directory: its hooks and configs, ``core.hooksPath``, submodules' gitdirs."""
+        """A git directory: its ``GIT_DIR`` entries, ``core.hooksPath``, submodules' gitdirs."""
         fd = _open_dir(name, parent_fd)
         if fd is None:
             return
@@ -206,8 +236,8 @@ class _Walker:
             self.scan.gitdirs.append(rel)
             if self.keep:
                 self.scan.gitdir_fds[rel] = os.open(name, _PATH, dir_fd=parent_fd)
-            for child in GIT_CONTROLS:
-                self.add(fd, child, f"{rel}/{child}")
+            for entry in GIT_DIR:
+                self.add_path(f"{rel}/{entry.path}")
             worktree = rel[: -len(name)]
             for target in _hooks_paths(fd):
                 self.add_path(os.path.normpath(f"{worktree}{target}"))
@@ -224,16 +254,6 @@ class _Walker:
                 subs = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
             for sub in subs:
                 self.gitdir(fd, sub, f"{rel}/modules/{sub}")
-        finally:
-            _close(fd)
-
-    def children(self, parent_fd: int, name: str, rel: str, names: tuple[str, ...]) -> None:
-        fd = _open_dir(name, parent_fd)
-        if fd is None:
-            return
-        try:
-            for child in names:
-                self.add(fd, child, f"{rel}/{child}")
         finally:
             _close(fd)
 
@@ -311,6 +331,54 @@ class _opened_parent:
             _close(fd)
 
 
+def changed_prompts(before: Scan, after: Scan) -> list[str]:
+    """Prompt files (``ask`` entries) the run created, changed or removed."""
+    keys = {*before.prompts, *after.prompts}
+    return sorted(k for k in keys if before.prompts.get(k) != after.prompts.get(k))
+
+
+def _fingerprint(dir_fd: int, name: str, budget: list[int] | None = None) -> object:
+    """What a prompt file holds: its kind and content digest (a directory: its entries').
+
+    Reading is bounded (``PROMPT_FILE_CAP`` bytes per file, 256 entries per directory tree):
+    beyond that only sizes count, which still shows most changes.
+    """
+    budget = [256] if budget is None else budget
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            return ("link", os.readlink(name, dir_fd=dir_fd))
+        except OSError:
+            return ("link", None)
+    if stat.S_ISREG(st.st_mode):
+        from _blake2 import blake2b  # the C module: hashlib would load OpenSSL
+
+        data = _read_at(dir_fd, name, PROMPT_FILE_CAP) if st.st_size <= PROMPT_FILE_CAP else None
+        digest = blake2b(data, digest_size=16).hexdigest() if data is not None else None
+        return ("file", st.st_size, digest)
+    if not stat.S_ISDIR(st.st_mode):
+        return ("other", st.st_mode)
+    fd = _open_dir(name, dir_fd)
+    if fd is None:
+        return ("dir", None)
+    try:
+        with os.scandir(fd) as entries:
+            names = sorted(e.name for e in entries)
+        out: list[object] = []
+        for child in names:
+            budget[0] -= 1
+            if budget[0] < 0:
+                out.append(("more", len(names)))
+                break
+            out.append((child, _fingerprint(fd, child, budget)))
+        return ("dir", tuple(out))
+    finally:
+        _close(fd)
+
+
 def new_controls(before: Scan, after: Scan) -> list[str]:
     """Control entries present after the run that were absent (or a different file) before.
 
@@ -381,6 +449,59 @@ def _make_dirs(fd: int, parts: list[str]) -> int:
             _close(current)
         current = nxt
     return current
+
+
+REPORTS: str = ".keel/exec/reports"
+
+
+def write_report(root: str, report_id: str, text: str) -> bool:
+    """Write ``text`` to ``.keel/exec/reports/<report_id>.json`` (no symlink followed).
+
+    ``report_id`` must be 8 to 64 lower-case hex digits; False if it is not or the write
+    failed (the run's stderr says what happened either way).
+    """
+    if not 8 <= len(report_id) <= 64 or set(report_id) - set("0123456789abcdef"):
+        return False
+    root_fd = os.open(root, _DIR)
+    try:
+        target = _make_dirs(root_fd, REPORTS.split("/"))
+    except OSError:
+        return False
+    finally:
+        _close(root_fd)
+    try:
+        temp = f".{report_id}.tmp"
+        fd = os.open(
+            temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600, dir_fd=target
+        )
+        try:
+            os.write(fd, text.encode())
+        finally:
+            _close(fd)
+        os.rename(temp, f"{report_id}.json", src_dir_fd=target, dst_dir_fd=target)
+    except OSError:
+        return False
+    finally:
+        _close(target)
+    return True
+
+
+def take_report(root: str, report_id: str) -> str | None:
+    """Read and remove the report ``report_id`` (``write_report``), if there is one."""
+    if not 8 <= len(report_id) <= 64 or set(report_id) - set("0123456789abcdef"):
+        return None
+    parts = [*REPORTS.split("/"), f"{report_id}.json"]
+    root_fd = os.open(root, _DIR)
+    try:
+        with _opened_parent(root_fd, parts[:-1]) as parent:
+            if parent is None:
+                return None
+            data = _read_at(parent, parts[-1], 1 << 20)
+            if data is not None:
+                _quiet.call(os.unlink, parts[-1], dir_fd=parent)
+    finally:
+        _close(root_fd)
+    return data.decode("utf-8", "replace") if data is not None else None
 
 
 # -- content snapshots, for backends that cannot keep existing control files read-only ---------

@@ -73,6 +73,7 @@ class Outcome:
         "duration_ms",
         "exit_code",
         "interrupted",
+        "prompts",
         "quarantined",
         "restored",
         "timed_out",
@@ -89,6 +90,8 @@ class Outcome:
         self.interrupted: int | None = None
         self.quarantined: list[str] = []
         self.restored: list[str] = []
+        self.prompts: list[str] = []
+        """Prompt files of future agent sessions the command created, changed or removed."""
         self.connections: list[Any] = []
         self.duration_ms = 0.0
 
@@ -123,14 +126,19 @@ class Context:
         self.interrupted: int | None = None
         self.kill: Any = None
         """Set by the backend while its sandbox runs: kills it (signal handlers call this)."""
+        self.report: str | None = None
+        """``--report ID``: write what the run left behind to ``.keel/exec/reports/ID.json``."""
         self.stamp = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
+        self.started = time.time()
+        """When the run began (wall clock): what changed since is the command's doing."""
 
     def rules(self) -> _control.ControlRules:
         """The control-file rules of ``[sandbox]``."""
+        from keel.protected import own_installation
+
         s = self.sandbox
-        return _control.ControlRules(
-            s.control_depth, s.protect_ci, tuple(s.read_only), tuple(s.show_secrets)
-        )
+        globs = (*s.read_only, *own_installation(self.root))
+        return _control.ControlRules(s.control_depth, s.protect_ci, globs, tuple(s.show_secrets))
 
     def say(self, text: str) -> None:
         """One line on stderr, prefixed ``keel:``."""
@@ -148,11 +156,13 @@ def execute(
     environ: Mapping[str, str] | None = None,
     err: TextIO | None = None,
     wrap: Any = None,
+    report: str | None = None,
 ) -> Outcome:
     """Run ``command`` contained; raises ``ExecRefused`` when it cannot (see the module).
 
     ``wrap`` (``keel wrap``) adds to the sandbox what a whole agent client needs; see
-    ``keel.sandbox._wrap``.
+    ``keel.sandbox._wrap``. ``report``: write what the run left behind to
+    ``.keel/exec/reports/<report>.json`` (``_control.write_report``).
     """
     started = time.perf_counter()
     if not command:
@@ -171,6 +181,7 @@ def execute(
     )
     if wrap is not None:
         ctx.wrap, ctx.network = wrap, True
+    ctx.report = report
     previous = {sig: _signal.signal(sig, _handler(ctx)) for sig in _SIGNALS}
     try:
         ctx.registration = Registration(root, {"argv": ctx.command, "cwd": ctx.cwd})
@@ -230,6 +241,7 @@ def _run_bwrap(ctx: Context, binary: str) -> Outcome:
 
     outcome = Outcome("bwrap")
     scan = _control.scan_controls(ctx.root, ctx.rules(), keep_fds=True)
+    deep = _control.snapshot(ctx.root, scan.only(scan.deep)) if scan.deep else None
     proxy: Proxy | None = None
     proxy_dir: str | None = None
     fds: list[int] = []
@@ -259,7 +271,7 @@ def _run_bwrap(ctx: Context, binary: str) -> Outcome:
             _close(fd)
         scan.close()
         _stop_proxy(proxy, proxy_dir)
-        _quarantine(ctx, outcome, scan)
+        after_run(ctx, outcome, scan, deep)
     return outcome
 
 
@@ -342,29 +354,100 @@ def _exit_code(status: int | None) -> int:
     return os.WEXITSTATUS(status)
 
 
-def _quarantine(ctx: Context, outcome: Outcome, before: Scan) -> None:
+def after_run(ctx: Context, outcome: Outcome, before: Scan, deep: _control.Snapshot | None) -> None:
+    """What the command left behind, once every process of it is gone.
+
+    New (or replaced) control entries are quarantined; control entries below the mount depth
+    (``deep``, snapshotted before the run) are put back if they changed; changed prompt
+    files are reported. Then the report is written for the hook (``Context.report``).
+    """
     try:
         after = _control.scan_controls(ctx.root, ctx.rules())
-        fresh = _control.new_controls(before, after)
+        fresh = [r for r in _control.new_controls(before, after) if r not in before.deep]
+        fresh += _planted_submodules(ctx)
         if fresh:
             outcome.quarantined = _control.quarantine(ctx.root, fresh, ctx.stamp)
             report_quarantine(ctx, fresh, outcome.quarantined)
+        if deep is not None:
+            now = _control.snapshot(ctx.root, before.only(before.deep))
+            outcome.restored = _control.restore(ctx.root, deep, now, ctx.stamp)
+            report_restored(ctx, outcome.restored)
+        outcome.prompts = _control.changed_prompts(before, after)
+        report_prompts(ctx, outcome.prompts)
     except OSError as exc:  # fail closed: an unchecked run does not count as a clean one
         outcome.unchecked = True
         ctx.say(f"could not check the workspace for planted control files: {exc}")
+    write_report(ctx, outcome)
+
+
+def _planted_submodules(ctx: Context) -> list[str]:
+    """Gitlinks below directories the walk skips whose ``.git`` the command touched."""
+    if not os.path.isdir(os.path.join(ctx.root, ".git")):
+        return []
+    from keel.sandbox._gitlinks import changed_gitlinks
+
+    # the coarse clock behind inode times can lag time.time() by a tick
+    return changed_gitlinks(ctx.root, ctx.started - 0.05)
+
+
+def report_restored(ctx: Context, restored: list[str]) -> None:
+    """Say which control files were put back (the changed copies are in quarantine)."""
+    if restored:
+        ctx.say(
+            "the command changed control files; restored them (the changed copies are in "
+            f"{_control.QUARANTINE}/{ctx.stamp}/): {', '.join(restored)}"
+        )
+
+
+def report_prompts(ctx: Context, prompts: list[str]) -> None:
+    """Say which prompt files of future agent sessions the command changed (they stay)."""
+    if prompts:
+        ctx.say(
+            "the command changed prompt files that the next agent session reads as its "
+            f"instructions (kept; a person should review them: keel diff): {', '.join(prompts)}"
+        )
+
+
+def write_report(ctx: Context, outcome: Outcome) -> None:
+    """``.keel/exec/reports/ID.json``: what the run left behind, for the hook's journal."""
+    if ctx.report is None or not (
+        outcome.quarantined or outcome.restored or outcome.prompts or outcome.unchecked
+    ):
+        return
+    import json
+
+    data = {
+        "quarantined": outcome.quarantined,
+        "restored": outcome.restored,
+        "prompts": outcome.prompts,
+        "unchecked": outcome.unchecked,
+        "stamp": ctx.stamp,
+    }
+    _control.write_report(ctx.root, ctx.report, json.dumps(data, sort_keys=True))
 
 
 def report_quarantine(ctx: Context, fresh: list[str], moved: list[str]) -> None:
-    """Say what was quarantined (and what could not be)."""
+    """Say what was quarantined, and why each file (and what could not be)."""
     if moved:
         where = f"{_control.QUARANTINE}/{ctx.stamp}/"
+        named = "; ".join(f"{rel} ({why_protected(rel, ctx.sandbox.protect_ci)})" for rel in moved)
         ctx.say(
-            f"the command created control files that could change keel's, git's or an agent's "
-            f"behaviour outside the sandbox; moved to {where}: {', '.join(moved)}"
+            "the command created files that programs outside the sandbox would read or run; "
+            f"moved to {where}: {named}"
         )
     left = [r for r in fresh if r not in moved]
     if left:
         ctx.say(f"could not quarantine: {', '.join(left)} (remove them by hand)")
+
+
+def why_protected(rel: str, protect_ci: bool = True) -> str:
+    """Why ``rel`` is a control entry, from the protected-path table."""
+    from keel.protected import entry_for
+
+    entry = entry_for(rel, protect_ci)
+    if entry is not None:
+        return entry.reason
+    return "keel's own installation, core.hooksPath or [sandbox] read_only names it"
 
 
 def final_code(outcome: Outcome, err: TextIO | None = None) -> int:

@@ -50,8 +50,12 @@ from keel.sandbox._exec import (
     _build_view,
     _env,
     _limits,
+    _planted_submodules,
     _stop_proxy,
+    report_prompts,
     report_quarantine,
+    report_restored,
+    write_report,
 )
 from keel.sandbox._landlock_abi import (
     DEVICES,
@@ -279,25 +283,31 @@ def _kill_all(pgid: int, token: str) -> None:
 def _after(ctx: Context, outcome: Outcome, scan: _control.Scan, before: _control.Snapshot) -> None:
     """Put changed control files back and quarantine new ones (every process is dead)."""
     try:
-        changed = _changed(ctx, scan, before)
+        changed, after = _changed(ctx, scan, before)
     except OSError as exc:  # fail closed: an unchecked run does not count as a clean one
         outcome.unchecked = True
         ctx.say(f"could not check the workspace for planted control files: {exc}")
+        write_report(ctx, outcome)
         return
     outcome.restored = [r for r in changed if r in before.items]
-    outcome.quarantined = [r for r in changed if r not in before.items]
-    if outcome.restored:
-        ctx.say(
-            "the command changed control files; restored them (the changed copies are in "
-            f"{_control.QUARANTINE}/{ctx.stamp}/): {', '.join(outcome.restored)}"
-        )
+    fresh = [r for r in changed if r not in before.items]
+    outcome.quarantined = [r for r in fresh if not any(r.startswith(f"{t}/") for t in fresh)]
+    planted = _planted_submodules(ctx)
+    if planted:
+        outcome.quarantined += _control.quarantine(ctx.root, planted, ctx.stamp)
+    report_restored(ctx, outcome.restored)
     if outcome.quarantined:
         report_quarantine(ctx, outcome.quarantined, outcome.quarantined)
+    outcome.prompts = _control.changed_prompts(scan, after)
+    report_prompts(ctx, outcome.prompts)
+    write_report(ctx, outcome)
 
 
-def _changed(ctx: Context, scan: _control.Scan, before: _control.Snapshot) -> list[str]:
+def _changed(
+    ctx: Context, scan: _control.Scan, before: _control.Snapshot
+) -> tuple[list[str], _control.Scan]:
     after = _control.scan_controls(ctx.root, ctx.rules())
     both = _control.Scan()
     both.controls = {**after.controls, **scan.controls}
     now = _control.snapshot(ctx.root, both)
-    return _control.restore(ctx.root, before, now, ctx.stamp)
+    return _control.restore(ctx.root, before, now, ctx.stamp), after

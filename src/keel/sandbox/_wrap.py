@@ -57,7 +57,8 @@ class WrapSpec(Frozen):
     client: ClientProfile
     allow: tuple[tuple[str, int | None], ...]
     """``(host, port)`` allowed through the proxy besides the policy: the client's model hosts
-    and ``--allow-host`` (``None``: every port)."""
+    and ``--allow-host`` (``None``: ports 80 and 443, as a ``network_allow`` entry without a
+    port)."""
     pass_env: tuple[str, ...]
     """Variables given to the client as they are: its keys and ``--pass-env``."""
 
@@ -152,11 +153,13 @@ class Wrap:
 
     def check(self, base: Check) -> Check:
         """``base`` (the policy's host check), also allowing ``spec.allow``."""
+        from keel.policy._judge_net import port_allowed  # the policy's own port rule
+
         allow = self.spec.allow
 
         def check(host: str, port: int) -> tuple[bool, str, str]:
             name = host.lower().rstrip(".").removeprefix("[").removesuffix("]")
-            if any(h == name and p in (None, port) for h, p in allow):
+            if any(h == name and port_allowed(p, port) for h, p in allow):
                 why = f"{host}:{port} is allowed for this keel wrap run (model or --allow-host)"
                 return True, "wrap.allowed", why
             return base(host, port)

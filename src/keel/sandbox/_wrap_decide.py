@@ -9,10 +9,11 @@ read or change the journal, and a hook that cannot reach the service decides in 
 where opening the journal fails: the call is blocked (fail closed).
 
 ``Decider`` (in the ``keel wrap`` process) listens on ``decide.sock`` and, when the first
-request arrives, starts ``main`` in a new host process with the listener and that connection;
-if that process exits (a keel source file changed, a crash), the next request starts another.
-Runs without hooks therefore start nothing. ``main`` answers with ``keel hookd``'s own request
-handling (``keel.daemon.server``), with two differences:
+request arrives, starts ``main`` in a new host process with the listener and that connection
+(isolated from the workspace: ``keel._isolated``, in ``.keel/``); if that process exits (a keel
+source file changed, a crash), the next request starts another. Runs without hooks therefore
+start nothing. ``main`` answers with ``keel hookd``'s own request handling
+(``keel.daemon.server``), with two differences:
 
 - every request's ``KEEL_*`` variables, ``HOME`` and ``XDG_STATE_HOME`` are the host's, not
   the sandbox's: a process inside cannot point keel at another state directory (journal key);
@@ -83,13 +84,13 @@ class Decider:
         """Start the decision process with the listener and its first connection."""
         import subprocess
 
+        from keel._isolated import launcher_argv
+
         listen_fd = self.listener.fileno()
-        parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        code = (
-            f"import sys; sys.path.insert(0, {parent!r}); "
-            "from keel.sandbox._wrap_decide import main; sys.exit(main())"
-        )
-        argv = [sys.executable, "-c", code, str(listen_fd), str(conn), self.root, str(os.getpid())]
+        fds = (str(listen_fd), str(conn))
+        # isolated, a script by path, in .keel/: what the sandboxed agent wrote in the
+        # workspace must not reach this host process's imports
+        argv = launcher_argv("wrap-decide", *fds, self.root, str(os.getpid()))
         with self._lock:
             if self.closed:
                 return
@@ -102,7 +103,7 @@ class Decider:
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=log,
-                    cwd=self.root,
+                    cwd=os.path.join(self.root, ".keel"),
                     start_new_session=True,
                 )
             except OSError:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 
+from keel import _isolated
 from keel._frozen import Frozen
 from keel.sandbox._exec import (
     EXIT_NOT_FOUND,
@@ -48,7 +49,8 @@ __all__ = [
     "run_contained",
 ]
 
-LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_launch.py")
+LAUNCHER = _isolated.LAUNCHER
+"""The script ``exec_argv`` runs: keel's isolated launcher (``keel._isolated``)."""
 
 
 class ExecResult(Frozen):
@@ -174,16 +176,23 @@ def exec_argv(
     *,
     timeout: float | None = None,
     python: str | None = None,
+    report: str | None = None,
 ) -> list[str]:
     """The fastest command line that runs ``command`` contained in ``workspace``.
 
-    ``[python, "-S", <keel>/sandbox/_launch.py, "exec", "--workspace", W, ("--timeout", S),
-    "--", *command]``: the interpreter skips ``site`` and the launcher puts keel on
-    ``sys.path`` itself. ``python`` defaults to the running interpreter.
+    ``[python, "-I", "-S", <keel>/_launch.py, "exec", "--workspace", W, ("--timeout", S),
+    "--", *command]``: isolated (it starts in the workspace, which must not reach keel's
+    ``sys.path``, and ignores ``PYTHON*`` variables), the interpreter skips ``site`` and the
+    launcher puts keel on ``sys.path`` itself. ``python`` defaults to the running interpreter.
+    ``report``: ``keel exec --report ID`` (what the run left behind, for the hook's journal).
     """
-    argv = [python or sys.executable, "-S", LAUNCHER, "exec", "--workspace", os.fspath(workspace)]
+    argv = _isolated.launcher_argv(
+        "exec", "--workspace", os.fspath(workspace), python=python, site=False
+    )
     if timeout is not None:
         argv += ["--timeout", f"{timeout:g}"]
+    if report is not None:
+        argv += ["--report", report]
     return [*argv, "--", *command]
 
 

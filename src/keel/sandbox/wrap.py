@@ -60,7 +60,8 @@ def run_wrapped(
     Args:
         command: The client's argv, e.g. ``["claude", "-p", "fix the tests"]``.
         workspace: The workspace root.
-        allow_hosts: ``HOST`` or ``HOST:PORT`` entries also allowed through the proxy.
+        allow_hosts: ``HOST`` (ports 80 and 443) or ``HOST:PORT`` entries also allowed
+            through the proxy.
         client: ``claude``, ``codex``, ``gemini`` or ``other``; detected from ``command[0]``
             when ``None``.
         pass_env: Variables to give the client unfiltered, besides its known API keys.

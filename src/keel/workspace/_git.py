@@ -1,11 +1,15 @@
 """The shadow git repository: keel's own GIT_DIR over the user's work tree.
 
-Every git process keel starts here runs with an environment built from scratch: the
-shadow ``GIT_DIR`` (``.keel/checkpoints``), the workspace as ``GIT_WORK_TREE``, a private
-index, no system or global config, hooks switched off and a fixed identity. Nothing the user
-has configured (their ``.git``, their ``~/.gitconfig``, a ``GIT_DIR`` leaking in from a hook
-environment) can change what keel does, and nothing keel does reaches the user's refs, index,
-stash or hooks.
+Every git process keel starts here runs with an environment built from scratch by
+``keel.gitsafe``: the shadow ``GIT_DIR`` (``.keel/checkpoints``), the workspace as
+``GIT_WORK_TREE``, a private index, no system or global config, ``gitsafe.SAFE_CONFIG`` (hooks,
+fsmonitor, transports off) above any config file, and a fixed identity. Nothing the user or the
+agent has configured (their ``.git``, their ``~/.gitconfig``, a ``GIT_DIR`` leaking in from a
+hook environment, a ``.gitattributes`` filter or ``text`` conversion, a nested repository, a
+``git`` planted on ``PATH``) can change what keel does, and nothing keel does reaches the user's
+refs, index, stash or hooks. The shadow repository lives in the workspace too, so keel
+refuses it when it points elsewhere (``commondir``, ``objects/info/alternates``, a symlink:
+``workspace.git_indirect``) and keeps its ``info/attributes`` neutral on every use.
 
 While keel holds the checkpoint store's flock (``lock_fd``, see ``_lock``) every git process
 inherits it, so the flock outlives a killed keel until its git processes are gone too. Without
@@ -25,6 +29,7 @@ import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from keel import gitsafe
 from keel._files import write_atomic
 from keel.errors import WorkspaceError
 
@@ -61,11 +66,14 @@ EXCLUDES = (
 )
 
 
-def git_executable() -> str:
-    """The git binary, or a ``WorkspaceError`` saying it is missing."""
-    found = shutil.which("git")
+def git_executable(root: Path) -> str:
+    """The git binary (never one inside ``root``), or a ``WorkspaceError`` saying it is missing."""
+    found = gitsafe.git_executable(str(root))
     if found is None:
-        raise WorkspaceError("git is not installed; checkpoints need git", code="workspace.no_git")
+        raise WorkspaceError(
+            "git is not installed (on PATH, outside the workspace); checkpoints need git",
+            code="workspace.no_git",
+        )
     return found
 
 
@@ -76,31 +84,23 @@ class ShadowGit:
         self.root = root
         self.git_dir = git_dir
         self.index = git_dir / "keel-index"
-        self._git = git_executable()
+        self._git = git_executable(root)
         self._env = self._environment()
         self._env_unlocked = {**self._env, "GIT_OPTIONAL_LOCKS": "0"}
         self.lock_fd: int | None = None
         """The checkpoint store's flock while keel holds it; git processes inherit it."""
 
     def _environment(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        env.update(IDENTITY)
-        env.update(
-            {
-                "GIT_DIR": str(self.git_dir),
-                "GIT_WORK_TREE": str(self.root),
-                "GIT_INDEX_FILE": str(self.index),
-                "GIT_CONFIG_NOSYSTEM": "1",
-                "GIT_CONFIG_GLOBAL": os.devnull,
-                "GIT_LITERAL_PATHSPECS": "1",
-                # files over the size cap, listed by keel (a path, so set per process)
-                "GIT_CONFIG_COUNT": "1",
-                "GIT_CONFIG_KEY_0": "core.excludesFile",
-                "GIT_CONFIG_VALUE_0": str(self.git_dir / "keel-large"),
-                "GIT_TERMINAL_PROMPT": "0",
-                "LC_ALL": "C",
-            }
+        env = gitsafe.environment(
+            git_dir=str(self.git_dir),
+            work_tree=str(self.root),
+            index=str(self.index),
+            # files over the size cap, listed by keel (a path, so set per process); pair 0,
+            # so GIT_CONFIG_VALUE_0 replaces it where keel's list must not apply
+            config=(("core.excludesFile", str(self.git_dir / "keel-large")),),
         )
+        env.update(IDENTITY)
+        env["GIT_LITERAL_PATHSPECS"] = "1"
         return env
 
     def ensure(self) -> None:
@@ -111,6 +111,8 @@ class ShadowGit:
         no git lock is ever taken in the shadow repository itself.
         """
         if (self.git_dir / "HEAD").is_file():
+            self._guard()
+            _neutral_attributes(self.git_dir)  # repositories made before it was written
             return
         self.git_dir.parent.mkdir(parents=True, exist_ok=True)
         _ignore_state_dir(self.git_dir.parent)
@@ -135,6 +137,15 @@ class ShadowGit:
         info = path / "info"
         info.mkdir(exist_ok=True)
         (info / "exclude").write_text(EXCLUDES, encoding="utf-8")
+        _neutral_attributes(path)
+
+    def _guard(self) -> None:
+        """Refuse a shadow repository that sends git elsewhere (``workspace.git_indirect``).
+
+        ``.keel/`` is protected from the agent; this is the check that does not depend on it.
+        """
+        gitsafe.refuse_indirection(str(self.git_dir.parent))
+        gitsafe.refuse_indirection(str(self.git_dir))
 
     def _check(self, args: Sequence[str], env: dict[str, str]) -> None:
         proc = subprocess.run(
@@ -195,6 +206,7 @@ class ShadowGit:
         the index, and the index's stat data refreshed (hashing again, writing nothing).
         """
         ref = "refs/keel/import"
+        self._guard()
         proc = subprocess.Popen(  # --force: a ref left by a killed keel must not block this
             [self._git, "fast-import", "--quiet", "--done", "--force"],
             cwd=self.root,
@@ -265,6 +277,7 @@ class ShadowGit:
     ) -> subprocess.CompletedProcess[bytes]:
         """Run ``git ARGS`` and return the completed process, whatever its exit code."""
         base = self._current_env()
+        self._guard()
         try:
             return subprocess.run(
                 [self._git, *args],
@@ -283,6 +296,22 @@ class ShadowGit:
 
     def _pass_fds(self) -> tuple[int, ...]:
         return () if self.lock_fd is None else (self.lock_fd,)
+
+
+def _neutral_attributes(git_dir: Path) -> None:
+    """Keep ``info/attributes`` neutral: it beats every ``.gitattributes`` of the work tree.
+
+    Without it a ``text``/``eol`` attribute makes a checkpoint store other bytes than the file
+    holds (a rollback would rewrite line endings), and ``filter``/``diff`` name drivers.
+    """
+    path = git_dir / "info" / "attributes"
+    try:
+        if path.read_text(encoding="utf-8") == gitsafe.NEUTRAL_ATTRIBUTES:
+            return
+    except (OSError, UnicodeDecodeError):
+        pass
+    path.parent.mkdir(exist_ok=True)
+    write_atomic(path, gitsafe.NEUTRAL_ATTRIBUTES, prefix="keel-attr")
 
 
 def _ignore_state_dir(state: Path) -> None:
