@@ -223,22 +223,46 @@ class NameTable:
 
 
 def entry_for(rel: str, protect_ci: bool = True) -> Protected | None:
-    """The entry a workspace-relative path falls under, if any (for messages and reports).
+    """The entry a workspace-relative path falls under, if any (see ``match``)."""
+    found = match(rel, protect_ci)
+    return found[0] if found is not None else None
 
-    Inside the workspace's own ``.git`` only ``GIT_DIR`` entries count; any other ``.git``
-    is ``NESTED_REPO``.
+
+def match(rel: str, protect_ci: bool = True) -> tuple[Protected, str] | None:
+    """The entry ``rel`` (workspace-relative) falls under, and the glob that names it.
+
+    A ``deny`` entry anywhere on the path wins over an ``ask`` one. The verdict is the one of
+    matching ``policy_globs`` (case-insensitively) without compiling them: a name lookup per
+    path segment, which a fresh process (``keel policy check``, a hook decided in process)
+    can afford on every call. Inside the workspace's own ``.git`` only ``GIT_DIR`` entries
+    count; any other ``.git`` is ``NESTED_REPO``.
     """
-    table = NameTable(protect_ci)
+    table = _table(protect_ci)
     parts = [p for p in rel.split("/") if p]
+    asked: tuple[Protected, str] | None = None
     for i, part in enumerate(parts):
         if part.lower() == ".git":
-            return _git_entry(parts, i)
-        found = table.name(part)
-        if found is None and i > 0:
-            found = table.child(parts[i - 1], part)
-        if found is not None:
-            return found
-    return None
+            found = _git_entry(parts, i)
+            return found if found is not None else asked
+        entry = table.name(part)
+        if entry is None and i > 0:
+            entry = table.child(parts[i - 1], part)
+        if entry is None:
+            continue
+        glob = f"**/{entry.path}" if i == len(parts) - 1 else f"**/{entry.path}/**"
+        if entry.verdict == "deny":
+            return entry, glob
+        asked = asked or (entry, glob)
+    return asked
+
+
+_TABLES: dict[bool, NameTable] = {}
+
+
+def _table(protect_ci: bool) -> NameTable:
+    if protect_ci not in _TABLES:
+        _TABLES[protect_ci] = NameTable(protect_ci)
+    return _TABLES[protect_ci]
 
 
 def prompt_paths(paths: list[str], protect_ci: bool = True) -> list[str]:
@@ -247,16 +271,21 @@ def prompt_paths(paths: list[str], protect_ci: bool = True) -> list[str]:
     return [p for p, entry in found if entry is not None and entry.verdict == "ask"]
 
 
-def _git_entry(parts: list[str], at: int) -> Protected | None:
+def _git_entry(parts: list[str], at: int) -> tuple[Protected, str] | None:
+    """The entry of ``parts`` whose segment ``at`` is a ``.git`` (see ``match``)."""
     if at > 0:
-        return NESTED_REPO
+        tail = "/**" if len(parts) > at + 1 else ""
+        return NESTED_REPO, f"*/**/.git{tail}" if tail else "**/.git"
     inner = [p.lower() for p in parts[1:]]
-    while len(inner) >= 2 and inner[0] == "modules":  # a submodule's git directory
-        inner = inner[2:]
     if not inner:
-        return GIT_POINTER
-    for entry in GIT_DIR:
-        depth = entry.path.count("/") + 1
-        if "/".join(inner[:depth]) == entry.path:
-            return entry
+        return GIT_POINTER, "**/.git"
+    starts = [(0, "**/.git")]
+    if inner[0] == "modules":  # a submodule's git directory, its name may hold slashes
+        starts += [(k, "**/.git/modules/**") for k in range(1, len(inner))]
+    for k, base in starts:
+        for entry in GIT_DIR:
+            depth = entry.path.count("/") + 1
+            if "/".join(inner[k : k + depth]) == entry.path:
+                tail = "/**" if len(inner) > k + depth else ""
+                return entry, f"{base}/{entry.path}{tail}"
     return None

@@ -190,8 +190,6 @@ class Engine(CommandRules):
         )
         protect_ci = snapshot.get("protect_ci", True)
         self.protect_ci: bool = protect_ci
-        self.control = GlobSet(policy_globs("deny", protect_ci), ignore_case=True)
-        self.prompts = GlobSet(policy_globs("ask", protect_ci), ignore_case=True)
         self.read_only = GlobSet(tuple(snapshot.get("read_only", ())))
         self.own = GlobSet(own_installation(self.root_real))
         home = self.home
@@ -267,8 +265,12 @@ class Engine(CommandRules):
                 "command_writes": self.command_writes,
             },
             "paths": {
-                "control": [*self.control.globs, *self.own.globs, *self.read_only.globs],
-                "prompt_files": list(self.prompts.globs),
+                "control": [
+                    *policy_globs("deny", self.protect_ci),
+                    *self.own.globs,
+                    *self.read_only.globs,
+                ],
+                "prompt_files": list(policy_globs("ask", self.protect_ci)),
                 "protected": list(self.protected.globs),
                 "read_outside": list(self.read_outside.globs),
                 "secrets": list(self.secrets.globs),

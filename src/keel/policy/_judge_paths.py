@@ -32,7 +32,7 @@ from keel.policy._paths import (
     variants,
 )
 from keel.policy._ruling import NO_VERDICT, Ruling, allow, deny, worst
-from keel.protected import OWN_REASON, entry_for
+from keel.protected import OWN_REASON, entry_for, match
 
 TYPE_CHECKING = False  # typing costs ~9 ms to import on the hook path
 if TYPE_CHECKING:
@@ -50,8 +50,6 @@ class PathRules(NetRules):
     root_real: str
     home: str
     protected: GlobSet
-    control: GlobSet
-    prompts: GlobSet
     own: GlobSet
     protect_ci: bool
     read_only: GlobSet
@@ -177,7 +175,10 @@ class PathRules(NetRules):
 
     def control_glob(self, rel: str) -> str | None:
         """The control-set glob ``rel`` (workspace-relative) falls under, if any."""
-        glob = self.control.match(rel) or self.own.match(rel)
+        found = match(rel, self.protect_ci)
+        if found is not None and found[0].verdict == "deny":
+            return found[1]
+        glob = self.own.match(rel)
         if glob is not None:
             return glob
         parts = rel.split("/")
@@ -229,12 +230,12 @@ class PathRules(NetRules):
                 f"preset.{self.preset}.no_writes", f"the {self.preset} preset allows no writes"
             )
         for rel in sorted(rels):
-            glob = self.prompts.match(rel)
-            if glob is not None:
+            found = match(rel, self.protect_ci)
+            if found is not None and found[0].verdict == "ask":
                 return Ruling(
                     "ask",
                     "path.prompt_file",
-                    f"{rel!r} is a prompt file ({glob!r}): {self._why(rel)}",
+                    f"{rel!r} is a prompt file ({found[1]!r}): {found[0].reason}",
                     "a person reviews changes to the instructions of future agent sessions",
                 )
         return allow("path.in_scope", f"{raw!r} is inside the workspace and in scope")

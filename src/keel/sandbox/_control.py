@@ -184,12 +184,15 @@ class _Walker:
         with os.scandir(fd) as entries:
             children = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
         parent = rel.rstrip("/").rpartition("/")[2]
+        names, pairs = self.table.names, self.table.pairs.get(parent.lower()) if rel else None
         deeper: list[tuple[int, str, int]] = []
         for name, is_dir in children:
             child = f"{rel}{name}"
             if not is_dir and is_workspace_secret(name) and not (self.shown and self.shown(child)):
                 self.scan.secrets.append(child)
-            entry = self.table.name(name) or (self.table.child(parent, name) if rel else None)
+            entry = names.get(name.lower())
+            if entry is None and pairs is not None:
+                entry = self.table.child(parent, name)
             if entry is not None and entry.verdict == "ask":
                 self.prompt(fd, name, child)
             elif entry is not None or (self.matcher is not None and self.matcher(child)):
@@ -246,16 +249,28 @@ class _Walker:
             _close(fd)
 
     def modules(self, gitdir_fd: int, rel: str) -> None:
+        """Submodules' git directories below ``modules/`` (a name may hold slashes)."""
         fd = _open_dir("modules", gitdir_fd)
-        if fd is None:
-            return
-        try:
-            with os.scandir(fd) as entries:
-                subs = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
-            for sub in subs:
-                self.gitdir(fd, sub, f"{rel}/modules/{sub}")
-        finally:
-            _close(fd)
+        if fd is not None:
+            try:
+                self.submodules(fd, f"{rel}/modules", 0)
+            finally:
+                _close(fd)
+
+    def submodules(self, fd: int, rel: str, level: int) -> None:
+        with os.scandir(fd) as entries:
+            subs = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+        for sub in subs:
+            inner = _open_dir(sub, fd)
+            if inner is None:
+                continue
+            try:
+                if _exists("HEAD", inner):
+                    self.gitdir(fd, sub, f"{rel}/{sub}")
+                elif level < MAX_LEVELS:  # a directory of a name with slashes
+                    self.submodules(inner, f"{rel}/{sub}", level + 1)
+            finally:
+                _close(inner)
 
     def add_path(self, rel: str) -> None:
         """Record a workspace-relative path, if it stays inside (no ``..``, no symlinks)."""
@@ -634,6 +649,14 @@ def _kind(mode: int) -> str:
     if stat.S_ISLNK(mode):
         return "link"
     return "other"
+
+
+def _exists(name: str, dir_fd: int) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
 
 
 def _open_dir(name: str, dir_fd: int) -> int | None:
