@@ -240,11 +240,12 @@ class SandboxConfig(_Section):
     """``keel exec``: workspace-relative globs of secret files (``.env``, keys) contained
     commands may read; every other one reads as empty inside the sandbox."""
     protect_ci: bool = True
-    """``keel exec``: also keep ``.github/workflows``, ``.pre-commit-config.yaml`` and ``.husky``
-    read-only."""
+    """Also protect ``.github/workflows``, ``.pre-commit-config.yaml`` and ``.husky`` (the
+    policy refuses writes to them, ``keel exec`` keeps them read-only)."""
     control_depth: int = Field(default=6, ge=0, le=64)
-    """``keel exec``: how many directory levels below the workspace root are searched for control
-    files (``keel.toml``, ``.git/hooks``...); deeper ones are neither protected nor quarantined."""
+    """``keel exec``: how many directory levels below the workspace root protected files
+    (``keel.protected``: ``keel.toml``, ``.envrc``, ``.git/hooks``...) are mounted read-only;
+    deeper ones are put back after the run, and new ones are quarantined at any depth."""
     exec_timeout_seconds: float = Field(default=600, gt=0)
     """``keel exec``: the wall-clock limit when ``--timeout`` is not given."""
     exec_tmp_mb: int = Field(default=1024, ge=16)

@@ -356,3 +356,52 @@ def test_git_probes_refuse_a_repository_reached_indirectly(
     found = _probe_all(runner, planted.ws)
     assert planted.hits() == []
     assert found == {f: "git.indirect" for f, _ in PROBES}
+
+
+def _registered_hook(planted: Planted, event: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """One call of the exact hook command ``keel init`` registered, as Claude Code runs it."""
+    settings = json.loads((planted.ws / ".claude" / "settings.json").read_text())
+    command = settings["hooks"][event][0]["hooks"][0]["command"]
+    env = dict(os.environ, CLAUDE_PROJECT_DIR=str(planted.ws))
+    env["PATH"] = f"{planted.ws / '.venv' / 'bin'}::{env.get('PATH', os.defpath)}"
+    body = {"session_id": "git-internals", "cwd": str(planted.ws), "hook_event_name": event}
+    done = subprocess.run(
+        ["/bin/sh", "-c", command],
+        input=json.dumps({**body, **payload}),
+        cwd=planted.ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout) if done.stdout.strip() else {}
+
+
+@pytest.mark.sandbox
+def test_the_registered_hook_and_keel_exec_run_no_program_the_workspace_planted(
+    planted: Planted,
+) -> None:
+    """Tool calls through the hook checkpoint the workspace (keel's git) before and after."""
+    init = _keel(planted, "init", "--agent", "claude")
+    assert init.returncode == 0, init.stderr
+    write = {
+        "tool_name": "Write",
+        "tool_use_id": "t-write",
+        "tool_input": {"file_path": str(planted.ws / "c.txt"), "content": "written\n"},
+    }
+    assert _registered_hook(planted, "PreToolUse", write) == {}  # allowed, checkpointed
+    (planted.ws / "c.txt").write_text("written\n")
+    _registered_hook(planted, "PostToolUse", {**write, "tool_response": {"type": "create"}})
+    shell = {"tool_name": "Bash", "tool_use_id": "t-sh", "tool_input": {"command": "touch d.txt"}}
+    answer = _registered_hook(planted, "PreToolUse", shell)["hookSpecificOutput"]
+    line = answer["updatedInput"]["command"]
+    ran = subprocess.run(["bash", "-c", line], cwd=planted.ws, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    done = {**shell, "tool_input": {"command": line}, "tool_response": {"stdout": ""}}
+    _registered_hook(planted, "PostToolUse", done)
+    assert (planted.ws / "d.txt").exists()
+    assert planted.hits() == []
+    listed = _keel(planted, "checkpoint", "list", "--json")
+    assert len(json.loads(listed.stdout)["checkpoints"]) >= 3, listed.stderr
