@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from outside_helpers import call_hook, hook_json
 
 from keel.config import SandboxConfig
 from keel.errors import SandboxError, WorkspaceError
@@ -359,24 +360,10 @@ def test_git_probes_refuse_a_repository_reached_indirectly(
 
 
 def _registered_hook(planted: Planted, event: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """One call of the exact hook command ``keel init`` registered, as Claude Code runs it."""
-    settings = json.loads((planted.ws / ".claude" / "settings.json").read_text())
-    command = settings["hooks"][event][0]["hooks"][0]["command"]
-    env = dict(os.environ, CLAUDE_PROJECT_DIR=str(planted.ws))
-    env["PATH"] = f"{planted.ws / '.venv' / 'bin'}::{env.get('PATH', os.defpath)}"
-    body = {"session_id": "git-internals", "cwd": str(planted.ws), "hook_event_name": event}
-    done = subprocess.run(
-        ["/bin/sh", "-c", command],
-        input=json.dumps({**body, **payload}),
-        cwd=planted.ws,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout) if done.stdout.strip() else {}
+    """One call of the exact hook ``keel init`` registered, with the workspace's git on PATH."""
+    path = f"{planted.ws / '.venv' / 'bin'}::{os.environ.get('PATH', os.defpath)}"
+    done = call_hook(planted.ws, event, payload, session="git-internals", env={"PATH": path})
+    return hook_json(done)
 
 
 @pytest.mark.sandbox

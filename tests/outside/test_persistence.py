@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+from outside_helpers import require_sandbox
 
 from keel.sandbox.contain import exec_argv
 
@@ -40,16 +41,6 @@ PERSISTENCE = (
     f"{DEEP}/.envrc",
     f"{DEEP}/.vscode/tasks.json",
 )
-
-
-def _require_sandbox(backend: str) -> None:
-    from keel.sandbox.contain import exec_backend
-
-    got, reason = exec_backend(backend)
-    if got != backend:
-        if os.environ.get("KEEL_REQUIRE_ALL") == "1" and backend == "bwrap":
-            pytest.fail(f"no bwrap sandbox: {reason}")
-        pytest.skip(f"no {backend} sandbox: {reason}")
 
 
 def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -163,7 +154,7 @@ def _read(path: Path) -> str:
 @pytest.mark.sandbox
 @pytest.mark.parametrize("backend", ["bwrap", "landlock"])
 def test_a_contained_command_leaves_nothing_that_runs_later(workdir: Path, backend: str) -> None:
-    _require_sandbox(backend)
+    require_sandbox(backend)
     ws, outside = _project(workdir)
     files = _contents(outside)
     if backend == "landlock":  # it cannot create entries in the workspace root at all
@@ -205,7 +196,7 @@ def test_claude_code_leaves_nothing_that_runs_later(workdir: Path) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
     from client_harness import Turn, run_client
 
-    _require_sandbox("bwrap")
+    require_sandbox("bwrap")
     ws, outside = _project(workdir)
     files = _contents(outside)
     turns = [Turn(tool="Write", input={"file_path": str(ws / rel), "content": text})
@@ -258,7 +249,7 @@ def test_a_submodule_planted_where_the_walk_does_not_look_is_quarantined(
     workdir: Path, backend: str, where: str
 ) -> None:
     """``node_modules`` is not walked, but a gitlink into it is what ``git status`` enters."""
-    _require_sandbox(backend)
+    require_sandbox(backend)
     ws, outside = _project(workdir)
     (ws / "node_modules").mkdir()
     (ws / "fsmon.sh").write_text(f"#!/bin/sh\ntouch {outside}/fsmon\n")
