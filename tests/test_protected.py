@@ -12,8 +12,8 @@ from keel.protected import ENTRIES, GIT_DIR, match, own_installation, policy_glo
 from keel.sandbox._control import ControlRules, scan_controls
 
 NAMES = (
-    ".envrc", "src", ".vscode", "x.json", ".git", "config", "hooks", "modules", "objects",
-    "info", "alternates", ".cargo", "config.toml", "AGENTS.md", ".github", "workflows",
+    ".envrc", ".yarnrc.yaml", "src", ".vscode", "x.json", ".git", "config", "hooks", "modules",
+    "objects", "info", "alternates", ".cargo", "config.toml", "AGENTS.md", ".github", "workflows",
     "copilot-instructions.md", "keel.toml", ".cursor", "rules", "HEAD", "worktrees", ".ENVRC",
     ".Husky", "commondir",
 )  # fmt: skip

@@ -100,8 +100,7 @@ ENTRIES: tuple[Protected, ...] = (
     # tools that run programs named in their configuration
     _deny(".ripgreprc", "ripgrep (the clients' own search) reads its options from it"),
     _deny(".npmrc", "npm runs script-shell and node-options from it on every npm command"),
-    _deny(".yarnrc", "yarn runs yarn-path and scripts named in it on every yarn command"),
-    _deny(".yarnrc.yml", "yarn runs yarnPath and plugins named in it on every yarn command"),
+    _deny(".yarnrc*", "yarn runs yarn-path, yarnPath and plugins named in it on every command"),
     _deny(".cargo/config", "cargo runs build.rustc-wrapper and runners named in it"),
     _deny(".cargo/config.toml", "cargo runs build.rustc-wrapper and runners named in it"),
     # editors: run tasks and extensions when the folder is opened
@@ -190,34 +189,43 @@ def policy_globs(verdict: Verdict, protect_ci: bool = True) -> tuple[str, ...]:
 class NameTable:
     """The entries of ``ENTRIES`` indexed for a directory walk (``keel.sandbox._control``).
 
-    ``names`` maps a lower-cased name to its one-name entry; ``pairs`` maps a lower-cased
-    directory name to ``(child glob, entry)`` of its two-name entries.
+    ``names`` maps a lower-cased name to its one-name entry, ``prefixes`` holds the one-name
+    entries that end in ``*``; ``pairs`` maps a lower-cased directory name to ``(child name,
+    entry)`` of its two-name entries. A trailing ``*`` is the only wildcard (no ``fnmatch``:
+    it imports ``re``, and ``keel exec`` reads this on every call).
     """
 
-    __slots__ = ("names", "pairs")
+    __slots__ = ("names", "pairs", "prefixes")
 
     def __init__(self, protect_ci: bool = True) -> None:
         """Index the entries (the CI ones only with ``protect_ci``)."""
         self.names: dict[str, Protected] = {}
+        self.prefixes: tuple[tuple[str, Protected], ...] = ()
         self.pairs: dict[str, list[tuple[str, Protected]]] = {}
         for entry in entries(protect_ci):
             head, _, child = entry.path.lower().partition("/")
             if child:
                 self.pairs.setdefault(head, []).append((child, entry))
+            elif head.endswith("*"):
+                self.prefixes += ((head[:-1], entry),)
             else:
                 self.names[head] = entry
 
     def name(self, name: str) -> Protected | None:
         """The entry ``name`` (one path segment) is, in any directory."""
-        return self.names.get(name.lower())
+        lowered = name.lower()
+        found = self.names.get(lowered)
+        if found is None:
+            for prefix, entry in self.prefixes:
+                if lowered.startswith(prefix):
+                    return entry
+        return found
 
     def child(self, parent: str, name: str) -> Protected | None:
         """The entry ``name`` is inside a directory called ``parent``."""
         lowered = name.lower()
         for pattern, entry in self.pairs.get(parent.lower(), ()):
-            if lowered == pattern or (
-                pattern.endswith("*") and lowered.startswith(pattern[:-1])
-            ):  # no fnmatch: it imports re, and keel exec reads this on every call
+            if lowered == pattern or (pattern.endswith("*") and lowered.startswith(pattern[:-1])):
                 return entry
         return None
 

@@ -185,12 +185,15 @@ class _Walker:
             children = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
         parent = rel.rstrip("/").rpartition("/")[2]
         names, pairs = self.table.names, self.table.pairs.get(parent.lower()) if rel else None
+        prefixed = bool(self.table.prefixes)
         deeper: list[tuple[int, str, int]] = []
         for name, is_dir in children:
             child = f"{rel}{name}"
             if not is_dir and is_workspace_secret(name) and not (self.shown and self.shown(child)):
                 self.scan.secrets.append(child)
             entry = names.get(name.lower())
+            if entry is None and prefixed:
+                entry = self.table.name(name)
             if entry is None and pairs is not None:
                 entry = self.table.child(parent, name)
             if entry is not None and entry.verdict == "ask":
