@@ -788,7 +788,24 @@ def is_contained(command: str) -> bool:
 
 
 def uncontained(command: str) -> str | None:
-    """The original command of a ``contained_command`` line, or None for any other line.
+    """The original command of a ``contained_command`` line, or None for any other line."""
+    parts = _exec_line(command)
+    if parts is None:
+        return None
+    rest = parts[1]
+    return rest[2] if len(rest) == 3 and rest[:2] == ["bash", "-c"] else None
+
+
+def exec_report_id(command: str) -> str | None:
+    """The ``--report ID`` of a ``contained_command`` line, if it has one."""
+    parts = _exec_line(command) if "--report" in command else None
+    options = parts[0] if parts is not None else []
+    at = options.index("--report") if "--report" in options else -1
+    return options[at + 1] if 0 <= at < len(options) - 1 else None
+
+
+def _exec_line(command: str) -> tuple[list[str], list[str]] | None:
+    """``(keel exec's options, the command)`` of a ``contained_command`` line, else None.
 
     The line keel wrote before issue 22 (``python -S <keel>/sandbox/_launch.py exec ...``)
     counts too. Only a call answered by the keel of before an upgrade carries one; it is no
@@ -810,8 +827,10 @@ def uncontained(command: str) -> str | None:
         rest = words[4:]
     else:
         return None
-    rest = rest[rest.index("--") + 1 :] if "--" in rest else []
-    return rest[2] if len(rest) == 3 and rest[:2] == ["bash", "-c"] else None
+    if "--" not in rest:
+        return rest, []
+    at = rest.index("--")
+    return rest[:at], rest[at + 1 :]
 
 
 def _as_written(result: ToolResult) -> ToolResult:
@@ -849,34 +868,17 @@ def _guidance_of(outcome: dict[str, Any]) -> Guidance | None:
     return Guidance.from_dict(data) if data else None
 
 
-def exec_report_id(command: str) -> str | None:
-    """The ``--report ID`` of a ``keel exec`` line (``contained_command``), if it has one."""
-    if "--report" not in command:
-        return None
-    import shlex
-
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return None
-    if "exec" not in words[:6] or "--" not in words:
-        return None
-    options = words[: words.index("--")]
-    at = options.index("--report") if "--report" in options else -1
-    return options[at + 1] if 0 <= at < len(options) - 1 else None
-
-
 def left_behind(report: dict[str, Any]) -> tuple[Payload, Guidance]:
     """The diagnostic and the guidance for what ``keel exec`` reported about a run."""
     from keel.events import DiagnosticPayload
-    from keel.sandbox._exec import why_protected
+    from keel.protected import reason_for
 
     moved = [str(r) for r in report.get("quarantined") or []]
     restored = [str(r) for r in report.get("restored") or []]
     prompts = [str(r) for r in report.get("prompts") or []]
     parts: list[str] = []
     if moved:
-        named = "; ".join(f"{r} ({why_protected(r)})" for r in moved)
+        named = "; ".join(f"{r} ({reason_for(r)})" for r in moved)
         parts.append(
             "your command created files that programs outside the sandbox would run; keel "
             f"moved them to .keel/quarantine: {named}. Do not create them"

@@ -273,10 +273,25 @@ def _table(protect_ci: bool) -> NameTable:
     return _TABLES[protect_ci]
 
 
-def prompt_paths(paths: list[str], protect_ci: bool = True) -> list[str]:
-    """The workspace-relative ``paths`` that are prompt files of future agent sessions."""
-    found = [(p, entry_for(p, protect_ci)) for p in paths]
+def prompt_paths(paths: list[str]) -> list[str]:
+    """The workspace-relative ``paths`` that are prompt files of future agent sessions.
+
+    No ``protect_ci``: it turns off ``deny`` entries only.
+    """
+    found = [(p, entry_for(p)) for p in paths]
     return [p for p, entry in found if entry is not None and entry.verdict == "ask"]
+
+
+def reason_for(rel: str) -> str:
+    """Why ``rel``, found protected by the sandbox's walk, is protected (for messages).
+
+    The table's reason; for what the table does not name, the other sources of the walk's
+    control set (``[sandbox] read_only``, ``core.hooksPath``, ``own_installation``).
+    """
+    entry = entry_for(rel)
+    if entry is not None:
+        return entry.reason
+    return "keel's own installation, core.hooksPath or [sandbox] read_only names it"
 
 
 def _git_entry(parts: list[str], at: int) -> tuple[Protected, str] | None:

@@ -182,7 +182,9 @@ def diff(
             result = cps.diff(target, patch=not (stat or outside_scope), in_scope=in_scope)
     except KeelError as err:
         fail(err, as_json=as_json)
-    prompts = prompt_files(root, [c.path for c in result.changes])
+    from keel.protected import prompt_paths
+
+    prompts = prompt_paths([c.path for c in result.changes])
     if as_json:
         print_json({**result.to_dict(), "prompt_files": prompts})
         return
@@ -207,18 +209,6 @@ def diff(
             typer.echo("  (none)")
         return
     sys.stdout.write(paint_diff(result.patch, color))
-
-
-def prompt_files(root: Path, paths: list[str]) -> list[str]:
-    """The prompt files of future agent sessions among ``paths`` (``keel.protected``)."""
-    from keel._configview import config_view
-    from keel.protected import prompt_paths
-
-    try:
-        protect_ci = bool(config_view(str(root)).sandbox.protect_ci)
-    except Exception:  # an unreadable keel.toml: the whole table
-        protect_ci = True
-    return prompt_paths(paths, protect_ci)
 
 
 def rollback(

@@ -142,7 +142,7 @@ class Scan:
 
 
 def scan_controls(root: str, rules: ControlRules, *, keep_fds: bool = False) -> Scan:
-    """Every control entry of ``root`` within ``rules.depth`` levels (see the module docstring)."""
+    """Every control entry and prompt file of ``root`` (see the module docstring)."""
     root_fd = os.open(root, _DIR)
     try:
         walker = _Walker(root_fd, rules, keep_fds)
@@ -472,13 +472,18 @@ def _make_dirs(fd: int, parts: list[str]) -> int:
 REPORTS: str = ".keel/exec/reports"
 
 
+def is_report_id(text: str) -> bool:
+    """Whether ``text`` can name a report: 8 to 64 lower-case hex digits."""
+    return 8 <= len(text) <= 64 and not set(text) - set("0123456789abcdef")
+
+
 def write_report(root: str, report_id: str, text: str) -> bool:
     """Write ``text`` to ``.keel/exec/reports/<report_id>.json`` (no symlink followed).
 
-    ``report_id`` must be 8 to 64 lower-case hex digits; False if it is not or the write
-    failed (the run's stderr says what happened either way).
+    False if ``report_id`` is not one (``is_report_id``) or the write failed (the run's
+    stderr says what happened either way).
     """
-    if not 8 <= len(report_id) <= 64 or set(report_id) - set("0123456789abcdef"):
+    if not is_report_id(report_id):
         return False
     root_fd = os.open(root, _DIR)
     try:
@@ -506,7 +511,7 @@ def write_report(root: str, report_id: str, text: str) -> bool:
 
 def take_report(root: str, report_id: str) -> str | None:
     """Read and remove the report ``report_id`` (``write_report``), if there is one."""
-    if not 8 <= len(report_id) <= 64 or set(report_id) - set("0123456789abcdef"):
+    if not is_report_id(report_id):
         return None
     parts = [*REPORTS.split("/"), f"{report_id}.json"]
     root_fd = os.open(root, _DIR)

@@ -430,7 +430,9 @@ def report_quarantine(ctx: Context, fresh: list[str], moved: list[str]) -> None:
     """Say what was quarantined, and why each file (and what could not be)."""
     if moved:
         where = f"{_control.QUARANTINE}/{ctx.stamp}/"
-        named = "; ".join(f"{rel} ({why_protected(rel, ctx.sandbox.protect_ci)})" for rel in moved)
+        from keel.protected import reason_for
+
+        named = "; ".join(f"{rel} ({reason_for(rel)})" for rel in moved)
         ctx.say(
             "the command created files that programs outside the sandbox would read or run; "
             f"moved to {where}: {named}"
@@ -438,16 +440,6 @@ def report_quarantine(ctx: Context, fresh: list[str], moved: list[str]) -> None:
     left = [r for r in fresh if r not in moved]
     if left:
         ctx.say(f"could not quarantine: {', '.join(left)} (remove them by hand)")
-
-
-def why_protected(rel: str, protect_ci: bool = True) -> str:
-    """Why ``rel`` is a control entry, from the protected-path table."""
-    from keel.protected import entry_for
-
-    entry = entry_for(rel, protect_ci)
-    if entry is not None:
-        return entry.reason
-    return "keel's own installation, core.hooksPath or [sandbox] read_only names it"
 
 
 def final_code(outcome: Outcome, err: TextIO | None = None) -> int:
