@@ -291,13 +291,11 @@ def _after(ctx: Context, outcome: Outcome, scan: _control.Scan, before: _control
         return
     outcome.restored = [r for r in changed if r in before.items]
     fresh = [r for r in changed if r not in before.items]
-    outcome.quarantined = [r for r in fresh if not any(r.startswith(f"{t}/") for t in fresh)]
+    tops = [r for r in fresh if not any(r.startswith(f"{t}/") for t in fresh)]  # moved by restore
     planted = _planted_submodules(ctx)
-    if planted:
-        outcome.quarantined += _control.quarantine(ctx.root, planted, ctx.stamp)
+    outcome.quarantined = [*tops, *_control.quarantine(ctx.root, planted, ctx.stamp)]
     report_restored(ctx, outcome.restored)
-    if outcome.quarantined:
-        report_quarantine(ctx, outcome.quarantined, outcome.quarantined)
+    report_quarantine(ctx, [*tops, *planted], outcome.quarantined)
     outcome.prompts = _control.changed_prompts(scan, after)
     report_prompts(ctx, outcome.prompts)
     write_report(ctx, outcome)
