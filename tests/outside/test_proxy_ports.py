@@ -174,11 +174,11 @@ def test_the_proxy_refuses_another_port_of_a_bare_host_and_names_the_entry(
     )
     assert refused == ("HTTP/1.1 403 Forbidden", body)
     assert forwarded == ("HTTP/1.1 403 Forbidden", body)
-    # a host not on the list at all keeps the message it had
+    # a host not on the list at all: its own reason, and what would allow it
     assert unlisted == (
         "HTTP/1.1 403 Forbidden",
-        "keel: evil.test:443 refused: evil.test is not on the network allowlist "
-        "[network.not_allowed]\n",
+        "keel: evil.test:443 refused: evil.test is not on the network allowlist; add the host "
+        "to [policy] network_allow in keel.toml [network.not_allowed]\n",
     )
     assert [(d.host, d.port, d.allowed, d.rule) for d in proxy.decisions] == [
         ("localhost", ssh.port, False, "network.port_not_allowed"),

@@ -13,8 +13,8 @@ speaks just enough HTTP/1.1 for package managers:
 Each connection's host and port are judged by the policy's own host check
 (``Policy.check_host``, so ``[policy] network_allow`` and the preset decide: an entry without a
 port allows ports 80 and 443, ``host:port`` exactly that port). A denied request gets ``403``
-with a one-line reason; for a host on the list but not on that port, the reason also names the
-entry that would allow it (the policy's suggestion), so ``CONNECT github.com:22`` with
+with a one-line reason and the policy's suggestion; for a host on the list but not on that
+port the suggestion names the entry that would allow it, so ``CONNECT github.com:22`` with
 ``github.com`` allowed answers ``add "github.com:22" to [policy] network_allow``. A host
 *name* that resolves to a loopback, link-local or unspecified address is refused unless it is
 ``localhost`` (DNS cannot smuggle a connection to the host's own services); the proxy connects
@@ -81,8 +81,8 @@ class ProxyDecision(Frozen):
 def policy_check(root: str) -> Check:
     """A host check backed by the workspace's policy, loaded on the first connection.
 
-    A port refusal's reason carries the policy's suggestion (the entry to add). Any failure
-    (an invalid keel.toml, a bug) denies: the check fails closed.
+    A refusal's reason carries the policy's suggestion (for a port: the entry to add). Any
+    failure (an invalid keel.toml, a bug) denies: the check fails closed.
     """
     lock = _thread.allocate_lock()
     cache: list[object] = []
@@ -98,8 +98,8 @@ def policy_check(root: str) -> Check:
                     cache.append(Policy.for_root(Path(root)))
             decision = cache[0].check_host(host, port)  # pyright: ignore[reportAttributeAccessIssue]
             reason = decision.reason
-            if decision.rule == "network.port_not_allowed" and decision.suggestion:
-                reason = f"{reason}; {decision.suggestion}"  # the fix is one entry: say which
+            if decision.suggestion:  # a refusal says what would allow it (the entry to add)
+                reason = f"{reason}; {decision.suggestion}"
             return decision.decision == "allow", decision.rule, reason
         except Exception as exc:  # fail closed: no decision is a deny
             return False, "internal_error", f"the policy check failed: {type(exc).__name__}"
