@@ -232,3 +232,12 @@ def test_everyday_git_work_still_runs_contained(ws: Path) -> None:
     assert done.stdout.split()[-1] == "2"
     assert (ws / "tests" / "test_app.py").is_file()
     assert "quarantine" not in done.stderr
+
+
+@pytest.mark.parametrize("bad", ["../../etc/x", "ABCDEF0123", "abc", "0123456789abcdef0" * 4])
+def test_a_bad_report_id_is_a_usage_error_and_runs_nothing(ws: Path, bad: str) -> None:
+    argv = exec_argv(ws, ["touch", "ran"], report=bad)
+    done = subprocess.run(argv, cwd=ws, capture_output=True, text=True, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "--report must be 8 to 64 lower-case hex digits" in done.stderr
+    assert not (ws / "ran").exists()

@@ -92,6 +92,11 @@ def main(args: list[str]) -> int:
         return _usage(f"--backend must be auto, bwrap or landlock, not {backend!r}")
     if not command:
         return _usage("no command given")
+    from keel.sandbox._control import is_report_id
+
+    report = options.get("report")
+    if report is not None and not is_report_id(report):
+        return _usage(f"--report must be 8 to 64 lower-case hex digits, not {report!r}")
     from keel.sandbox._exec import ExecRefused, execute, final_code
 
     try:
@@ -100,7 +105,7 @@ def main(args: list[str]) -> int:
             workspace=options.get("workspace"),
             timeout=timeout,
             backend=backend,
-            report=options.get("report"),
+            report=report,
         )
     except ExecRefused as exc:
         sys.stderr.write(f"keel: error: {exc.message} [{exc.code}]\n")
