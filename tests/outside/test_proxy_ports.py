@@ -17,49 +17,18 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sandbox"))
+from exec_helpers import canary  # a TCP listener on 127.0.0.1:0 that counts connections
 
 from keel.config import parse_config
 from keel.policy import Policy
 from keel.sandbox._proxy import Proxy, policy_check
 
 KEEL = str(Path(sys.executable).with_name("keel"))
-
-
-class Canary:
-    """A TCP listener on 127.0.0.1, port 0, standing in for an SSH server: it counts
-    connections and closes each at once."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port: int = self.sock.getsockname()[1]
-        self.hits = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.hits += 1
-            conn.close()
-
-
-@contextmanager
-def canary() -> Iterator[Canary]:
-    c = Canary()
-    try:
-        yield c
-    finally:
-        c.sock.close()
 
 
 def _env() -> dict[str, str]:
