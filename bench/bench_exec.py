@@ -26,7 +26,7 @@ from pathlib import Path
 
 import keel
 from keel.sandbox import exec_argv, exec_backend
-from keel.sandbox._control import ControlRules, scan_controls
+from keel.sandbox.exec._control import ControlRules, scan_controls
 
 ROUNDS = int(os.environ.get("KEEL_BENCH_ROUNDS", "40"))
 KEEL = str(Path(sys.executable).with_name("keel"))

@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from keel.calls import ToolCall
+from keel.core.calls import ToolCall
 from keel.guard import Guard
 
 COMMANDS = [

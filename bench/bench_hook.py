@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO / "tests" / "clients" / "fakes"))
 
 def keel_cmd() -> list[str]:
     """The hook command exactly as ``keel init --agent claude`` registers it."""
-    from keel.adapters.install import default_keel_command
+    from keel.hook.install import default_keel_command
 
     return default_keel_command()
 

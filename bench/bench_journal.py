@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from keel.events import DecisionPayload, Event, ToolCallPayload
+from keel.core.events import DecisionPayload, Event, ToolCallPayload
 from keel.journal import SQLiteJournal, journal_path, open_journal
 
 

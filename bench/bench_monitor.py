@@ -17,9 +17,9 @@ import statistics
 import time
 from collections.abc import Callable
 
-from keel.calls import ToolCall, ToolResult
 from keel.config import KeelConfig
-from keel.events import DataPayload, Event, ToolCallPayload, ToolResultPayload
+from keel.core.calls import ToolCall, ToolResult
+from keel.core.events import DataPayload, Event, ToolCallPayload, ToolResultPayload
 from keel.monitor import Monitor, MonitorState
 
 EVENTS = 10_000

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from keel.agent import build_map
 from keel.agent._repomap import LANGUAGES, walk
-from keel.root import state_dir
+from keel.core.root import state_dir
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 GENERATED = int(os.environ.get("BENCH_FILES", "5000"))

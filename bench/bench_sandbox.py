@@ -7,7 +7,7 @@ load spike hits them alike: (a) the probe as a plain ``subprocess.run`` with cwd
 workspace (the baseline; as uid 65534 when root, like the sandbox) against the same probe
 through ``get_sandbox(backend=...).run(..., mode="probe")`` for bwrap and Landlock; (b) bwrap
 started directly with the exact argv keel builds, to separate bwrap's own cost from keel's
-plumbing; (c) ``run_python("keel.sandbox._selftest")`` (interpreter, keel and PyYAML imports)
+plumbing; (c) ``run_python("keel.sandbox.probe._selftest")`` (interpreter, keel and PyYAML imports)
 against its unsandboxed twin. Five warm-up rounds first; detection and the seccomp blob are
 built once per process and reported separately. Prints medians and the paired difference
 (p10, median, p90).
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from keel.config import SandboxConfig
-from keel.errors import SandboxError
+from keel.core.errors import SandboxError
 from keel.sandbox import detect, get_sandbox
 
 PROBE = "import hashlib,sys; print(hashlib.sha256(open('data.bin','rb').read()).hexdigest())"
@@ -85,8 +85,9 @@ def _plain(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> Cal
 
 def _raw_bwrap(sandbox: object, base: Path, argv: list[str]) -> Callable[[], object]:
     """bwrap started directly with the argv keel builds: isolates keel's own plumbing cost."""
-    from keel.sandbox import _common, _seccomp
-    from keel.sandbox._bwrap import BwrapSandbox
+    from keel.sandbox.os import _seccomp
+    from keel.sandbox.probe import _common
+    from keel.sandbox.probe._bwrap import BwrapSandbox
 
     assert isinstance(sandbox, BwrapSandbox)
     env = _common.sandbox_env(None)
@@ -138,8 +139,13 @@ def main(n: int = 30) -> None:
         layout = report.python
         if layout.executable:
             env = {"PYTHONPATH": ":".join(layout.pythonpath), "PYTHONSAFEPATH": "1"}
-            py = [layout.executable, "-s", "-P", "-B", "-m", "keel.sandbox._selftest"]
-            run = lambda: sandbox.run_python("keel.sandbox._selftest", workspace=base, timeout=30)  # noqa: E731
+            py = [layout.executable, "-s", "-P", "-B", "-m", "keel.sandbox.probe._selftest"]
+
+            def run(sandbox=sandbox, base=base):
+                return sandbox.run_python(
+                    "keel.sandbox.probe._selftest", workspace=base, timeout=30
+                )
+
             pairs.append((f"{sandbox.name}: run_python selftest", _plain(py, base, env), run))
         _compare(pairs, n)
     finally:

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from keel.adapters.install import is_keel_hook
+from keel.hook.install import is_keel_hook
 
 KEEL = str(Path(sys.executable).with_name("keel"))
 
@@ -113,7 +113,7 @@ def test_local_registers_in_claude_s_personal_settings(tmp_path: Path) -> None:
 
 
 def test_init_registers_the_workspace_for_stop_all(tmp_path: Path) -> None:
-    from keel.userstate import registered_workspaces
+    from keel.core.userstate import registered_workspaces
 
     assert keel(tmp_path, "init", "--agent", "claude").returncode == 0
     assert registered_workspaces()[str(tmp_path)]["agents"] == ["claude"]

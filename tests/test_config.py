@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from keel.config import KeelConfig, config_for, load_config, parse_config
-from keel.errors import ConfigError
+from keel.core.errors import ConfigError
 from keel.init import init_workspace, render_config
 
 

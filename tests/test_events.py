@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from keel.errors import PayloadError
-from keel.events import (
+from keel.core.errors import PayloadError
+from keel.core.events import (
     EVENT_KINDS,
     CheckpointPayload,
     DataPayload,

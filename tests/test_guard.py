@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from keel.calls import ToolCall, ToolResult
-from keel.decision import Decision
-from keel.events import trace_id_for
+from keel.core.calls import ToolCall, ToolResult
+from keel.core.decision import Decision
+from keel.core.events import trace_id_for
+from keel.core.stop import set_stop, stop_status
 from keel.guard import Guard
 from keel.init import init_workspace
 from keel.journal import open_journal
 from keel.lifecycle import emergency_resume, emergency_stop
-from keel.stop import set_stop, stop_status
 
 
 def _guard(root: Path, **kw: bool) -> Guard:
@@ -97,7 +97,7 @@ CHILD = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from keel.calls import ToolCall
+    from keel.core.calls import ToolCall
     from keel.guard import Guard
     guard = Guard.open(
         Path(sys.argv[1]), session_id="child", agent="child", monitor=False, checkpoints=False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from keel.calls import ToolCall, ToolResult
+from keel.core.calls import ToolCall, ToolResult
 from keel.guard import Guard, contained_command
 from keel.journal import open_journal
 
@@ -83,7 +83,7 @@ def _state(pid: int) -> str:
 
 
 def _contained_children(root: Path) -> list[int]:
-    from keel.sandbox._registry import records
+    from keel.sandbox.os._registry import records
 
     pids: list[int] = []
     for _, data in records(str(root)):
@@ -97,7 +97,7 @@ def test_a_background_contained_command_is_frozen_while_a_file_tool_acts(workdir
     import sys
     import time
 
-    from keel.sandbox.contain import exec_argv
+    from keel.sandbox.exec.contain import exec_argv
 
     (workdir / "keel.toml").write_text("[policy]\nnetwork_allow = []\n")
     (workdir / "real").mkdir()

@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 
-from keel.calls import ToolCall, ToolResult
-from keel.decision import Decision
-from keel.events import Event, trace_id_for
+from keel.core.calls import ToolCall, ToolResult
+from keel.core.decision import Decision
+from keel.core.events import Event, trace_id_for
+from keel.core.stop import set_stop
 from keel.guard import (
     INSIDE_WRAP,
     MAX_OUTPUT_JOURNALED,
@@ -39,7 +40,6 @@ from keel.guard import (
     uncontained,
 )
 from keel.journal import open_journal
-from keel.stop import set_stop
 
 SESSION = "s-mut"
 RETRY = "Retry; if it persists, run `keel status` and check keel.toml and .keel/."
@@ -297,7 +297,7 @@ def test_close_closes_an_owned_journal(workdir: Path) -> None:
     journal = g.journal
     assert journal is not None
     g.close()
-    from keel.errors import JournalError
+    from keel.core.errors import JournalError
 
     with pytest.raises(JournalError, match="is closed"):
         list(journal.events())
@@ -614,7 +614,7 @@ def test_inside_keel_wrap_nothing_is_a_bypass(guard: Guard) -> None:
 def test_containment_off_and_auto() -> None:
     """``containment`` for a config: off never contains; otherwise the exec backend decides."""
     from keel.config import parse_config
-    from keel.sandbox.contain import exec_backend
+    from keel.sandbox.exec.contain import exec_backend
 
     off = parse_config('[sandbox]\ncontain = "off"\n')
     assert containment(off) == (False, '[sandbox] contain = "off"')  # type: ignore[arg-type]
@@ -625,7 +625,7 @@ def test_containment_off_and_auto() -> None:
 
 
 def test_a_contained_command_round_trips(workdir: Path) -> None:
-    from keel.sandbox.contain import exec_argv
+    from keel.sandbox.exec.contain import exec_argv
 
     for command in ("ls -la", "--", "a -- b", "echo 'x y'"):
         line = contained_command(str(workdir), command)
@@ -637,7 +637,7 @@ def test_a_contained_command_round_trips(workdir: Path) -> None:
 
 
 def test_other_lines_are_not_contained(workdir: Path) -> None:
-    from keel.sandbox.contain import LAUNCHER
+    from keel.sandbox.exec.contain import LAUNCHER
 
     py, ws, li = sys.executable, str(workdir), ["-I", "-S", LAUNCHER]
     good = [py, *li, "exec", "--workspace", ws, "--", "bash", "-c", "ls"]
@@ -1068,7 +1068,7 @@ def _proc_state(pid: int) -> str:
 @pytest.fixture
 def contained(workdir: Path) -> Iterator[int]:
     """A process registered as a running contained command of the workspace."""
-    from keel.sandbox._registry import dumps, start_time
+    from keel.sandbox.os._registry import dumps, start_time
 
     proc = subprocess.Popen(["sleep", "60"])
     try:
@@ -1162,7 +1162,7 @@ def test_the_end_of_a_turn_thaws_everything(guard: Guard, contained: int, end: s
 
 
 def test_nothing_is_committed_after_the_callers_deadline(guard: Guard, workdir: Path) -> None:
-    from keel.errors import JournalError
+    from keel.core.errors import JournalError
 
     past = time.monotonic() - 1
     got = guard.decide(ToolCall("Bash", "exec", command="ls", tool_use_id="t1"), commit_by=past)

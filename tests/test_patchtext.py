@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from keel.calls import ToolCall
 from keel.config import KeelConfig
-from keel.patchtext import PatchedFile, patch_paths, read_patch
+from keel.core.calls import ToolCall
+from keel.core.patchtext import PatchedFile, patch_paths, read_patch
 from keel.plan._validate import patch_paths as plan_patch_paths
 from keel.policy import Policy
 

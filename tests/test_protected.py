@@ -7,9 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from keel.core.protected import (
+    ENTRIES,
+    GIT_DIR,
+    match,
+    own_installation,
+    policy_globs,
+    prompt_paths,
+)
 from keel.policy._paths import GlobSet
-from keel.protected import ENTRIES, GIT_DIR, match, own_installation, policy_globs, prompt_paths
-from keel.sandbox._control import ControlRules, scan_controls
+from keel.sandbox.exec._control import ControlRules, scan_controls
 
 NAMES = (
     ".envrc", ".yarnrc.yaml", "src", ".vscode", "x.json", ".git", "config", "hooks", "modules",

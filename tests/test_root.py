@@ -3,7 +3,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from keel.root import find_root
+from keel.core.root import find_root
 
 
 def test_nearest_keel_toml_wins(tmp_path: Path) -> None:

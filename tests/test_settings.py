@@ -8,8 +8,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from keel import config as schema
-from keel._configview import SettingsView, config_view
-from keel.settings import SECTIONS
+from keel.core.configview import SettingsView, config_view
+from keel.core.settings import SECTIONS
 
 SETTINGS = Path(__file__).resolve().parents[1] / "src" / "keel" / "settings.py"
 

@@ -7,21 +7,21 @@ pays for that one.
 
 TYPE_CHECKING = False  # typing costs ~9 ms to import; pyright still reads this block
 if TYPE_CHECKING:
-    from keel.calls import ToolCall, ToolResult
-    from keel.decision import Decision, Guidance
-    from keel.errors import KeelError
-    from keel.events import Event
+    from keel.core.calls import ToolCall, ToolResult
+    from keel.core.decision import Decision, Guidance
+    from keel.core.errors import KeelError
+    from keel.core.events import Event
 
 __all__ = ["Decision", "Event", "Guidance", "KeelError", "ToolCall", "ToolResult"]
 __version__ = "0.1.0"
 
 _HOMES = {
-    "Decision": "keel.decision",
-    "Event": "keel.events",
-    "Guidance": "keel.decision",
-    "KeelError": "keel.errors",
-    "ToolCall": "keel.calls",
-    "ToolResult": "keel.calls",
+    "Decision": "keel.core.decision",
+    "Event": "keel.core.events",
+    "Guidance": "keel.core.decision",
+    "KeelError": "keel.core.errors",
+    "ToolCall": "keel.core.calls",
+    "ToolResult": "keel.core.calls",
 }
 
 

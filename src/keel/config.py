@@ -30,7 +30,7 @@ from pydantic import (
     field_validator,
 )
 
-from keel.errors import ConfigError
+from keel.core.errors import ConfigError
 
 CONFIG_NAME = "keel.toml"
 PresetName = Literal["strict", "developer", "readonly"]
@@ -46,9 +46,9 @@ def _command_patterns(values: list[str], info: ValidationInfo) -> list[str]:
 
     A pattern written in Claude Code's rule syntax is never kept as it is (it would never
     match): it becomes the keel pattern that means the same (``npm test``), or the config is
-    invalid, with a message naming the keel form (``keel.policy._clientrules``).
+    invalid, with a message naming the keel form (``keel.core.clientrules``).
     """
-    from keel.policy._clientrules import (
+    from keel.core.clientrules import (
         blanket_tool_rule,
         client_rule_pattern,
         looks_like_client_rule,
@@ -244,7 +244,7 @@ class SandboxConfig(_Section):
     policy refuses writes to them, ``keel exec`` keeps them read-only)."""
     control_depth: int = Field(default=6, ge=0, le=64)
     """``keel exec``: how many directory levels below the workspace root protected files
-    (``keel.protected``: ``keel.toml``, ``.envrc``, ``.git/hooks``...) are mounted read-only;
+    (``keel.core.protected``: ``keel.toml``, ``.envrc``, ``.git/hooks``...) are mounted read-only;
     deeper ones are put back after the run, and new ones are quarantined at any depth."""
     exec_timeout_seconds: float = Field(default=600, gt=0)
     """``keel exec``: the wall-clock limit when ``--timeout`` is not given."""

@@ -7,7 +7,7 @@ For each client with keel's hooks in the workspace (or the one asked for), in or
    it (with its dependencies), it runs isolated from the workspace (not ``python -c`` or
    ``-m`` without ``-I``, which put the project first on ``sys.path``: keel's form before
    issue 22), and it carries the fail-closed fallback
-   (``keel.adapters.install.fail_closed_command``);
+   (``keel.hook.install.fail_closed_command``);
 3. **trust** (Codex): the project is trusted in ``$CODEX_HOME/config.toml``, without which
    Codex never runs the project's hooks; **review** (Codex, a warning): whether Codex recorded
    a review of the hooks, without which ``codex exec`` runs them only with
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from keel.adapters.protocol import AGENTS
+from keel.hook.protocol import AGENTS
 
 Status = Literal["ok", "warn", "fail"]
 PROBE_COMMAND = "rm -rf /"
@@ -153,7 +153,7 @@ def diagnose(
 
     Never raises for what it finds: every problem is a failed check.
     """
-    from keel.adapters.install import registered_hooks
+    from keel.hook.install import registered_hooks
 
     env = dict(os.environ if env is None else env)
     workspace = _workspace_checks(root, quick)
@@ -176,8 +176,8 @@ def diagnose(
 
 def _workspace_checks(root: Path, quick: bool) -> list[Check]:
     from keel.config import CONFIG_NAME, config_for
-    from keel.errors import KeelError
-    from keel.stop import stop_status
+    from keel.core.errors import KeelError
+    from keel.core.stop import stop_status
 
     checks: list[Check] = []
     config = None
@@ -204,7 +204,7 @@ def _workspace_checks(root: Path, quick: bool) -> list[Check]:
             )
         else:
             try:
-                from keel.sandbox.contain import exec_backend
+                from keel.sandbox.exec.contain import exec_backend
 
                 backend, reason = exec_backend(config.sandbox.backend)
             except Exception as exc:
@@ -243,7 +243,7 @@ def _workspace_checks(root: Path, quick: bool) -> list[Check]:
 
 def _contained_run(root: Path, backend: str) -> Check:
     """Run ``true`` through ``keel exec`` in ``root``, as every allowed shell command runs."""
-    from keel.sandbox.contain import exec_argv
+    from keel.sandbox.exec.contain import exec_argv
 
     try:
         proc = subprocess.run(
@@ -275,8 +275,8 @@ def _contained_run(root: Path, backend: str) -> Check:
 
 
 def _client_checks(root: Path, agent: str, quick: bool, env: dict[str, str]) -> list[Check]:
-    from keel.adapters.install import HOOKS, registered_hooks, settings_files
-    from keel.errors import KeelError
+    from keel.core.errors import KeelError
+    from keel.hook.install import HOOKS, registered_hooks, settings_files
 
     again = f"keel init --agent {agent}"
     try:
@@ -333,7 +333,7 @@ def _runs_isolated(command: str) -> bool:
     absolute path under ``-I``, a console script) imports nothing from that directory. A
     command that does not parse counts as not isolated.
     """
-    from keel.adapters.install import command_words
+    from keel.hook.install import command_words
 
     try:
         words = command_words(command)
@@ -358,7 +358,7 @@ def _runs_isolated(command: str) -> bool:
 
 def _command_check(command: str, agent: str, quick: bool) -> Check:
     from keel import __version__
-    from keel.adapters.install import command_words, is_fail_closed
+    from keel.hook.install import command_words, is_fail_closed
 
     again = f"keel init --agent {agent}"
     try:
@@ -375,7 +375,7 @@ def _command_check(command: str, agent: str, quick: bool) -> Check:
             f"reinstall keel, then {again}",
         )
     parent = _launcher_dir(words)
-    if parent is not None and not os.path.isfile(os.path.join(parent, "keel", "hookpath.py")):
+    if parent is not None and not os.path.isfile(os.path.join(parent, "keel", "hook", "main.py")):
         return Check(
             "command",
             "fail",
@@ -388,7 +388,7 @@ def _command_check(command: str, agent: str, quick: bool) -> Check:
         if parent is not None:
             code = (
                 f"import sys; sys.path.insert(0, {parent!r}); import keel, keel.config, "
-                "keel.adapters.runner; print(keel.__version__)"
+                "keel.hook.runner; print(keel.__version__)"
             )
             # isolated (no current directory, no PYTHON* variables), in keel's own directory
             argv, cwd = [program, "-I", "-c", code], parent
@@ -459,8 +459,8 @@ def _launcher_dir(words: list[str]) -> str | None:
 
 
 def _codex_checks(root: Path, env: dict[str, str]) -> list[Check]:
-    from keel.adapters.codex_config import codex_config_path, hook_reviews, project_trust
-    from keel.errors import KeelError
+    from keel.core.errors import KeelError
+    from keel.hook.codex_config import codex_config_path, hook_reviews, project_trust
 
     config = codex_config_path(env)
     try:

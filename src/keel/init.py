@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from keel._files import write_atomic
-from keel.adapters.permissions import PermissionImport
 from keel.config import CONFIG_NAME, PRESETS, PresetName, config_present, parse_config
-from keel.errors import ConfigError, UsageError, WorkspaceError
-from keel.root import ensure_state_dir
+from keel.core.errors import ConfigError, UsageError, WorkspaceError
+from keel.core.files import write_atomic
+from keel.core.root import ensure_state_dir
+from keel.hook.permissions import PermissionImport
 
 _PRESET_NOTES: dict[str, str] = {
     "developer": "everyday read, build, test and git-inspection work runs without asking;\n"

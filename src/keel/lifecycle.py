@@ -2,14 +2,14 @@
 
 Two kinds of stop exist, and both are shown and cleared here:
 
-- the **emergency stop** of a workspace (``keel.stop``: a flag file; every call denied);
+- the **emergency stop** of a workspace (``keel.core.stop``: a flag file; every call denied);
 - a **monitor stop** of one session (``MonitorState.stopped``, and a pending ``replan``, kept
   in the session's state record in the journal): that session's calls are denied until the
   user clears it with ``resume_session`` or gives the agent a new prompt.
 
 A stop must never land where no agent runs: ``require_workspace`` refuses a directory that is
 not a workspace and names the workspaces below it, and ``stop_all`` reaches every workspace
-``keel init`` registered (``keel.userstate.registered_workspaces``).
+``keel init`` registered (``keel.core.userstate.registered_workspaces``).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from keel.errors import JournalError, KeelError, UsageError
-from keel.events import Event, StopPayload
-from keel.stop import StopStatus, clear_stop, set_stop, stop_status
+from keel.core.errors import JournalError, KeelError, UsageError
+from keel.core.events import Event, StopPayload
+from keel.core.stop import StopStatus, clear_stop, set_stop, stop_status
 
 ADMIN_SESSION = "keel-admin"
 SEARCH_DEPTH = 4
@@ -100,7 +100,7 @@ def nearby_workspaces(
     registered below ``start`` are added even when deeper.
     """
     from keel.config import CONFIG_NAME
-    from keel.userstate import registered_workspaces
+    from keel.core.userstate import registered_workspaces
 
     found: list[Path] = []
     level = [start]
@@ -244,8 +244,8 @@ def stop_all(reason: str | None = None) -> list[StopAllResult]:
     Each workspace is stopped on its own: one that is gone or cannot be written is reported,
     and the others are stopped all the same. Contained commands are killed in each.
     """
+    from keel.core.userstate import registered_workspaces
     from keel.sandbox import kill_contained
-    from keel.userstate import registered_workspaces
 
     results: list[StopAllResult] = []
     for registered in sorted(registered_workspaces()):
@@ -273,7 +273,7 @@ def resume_all() -> list[tuple[Path, bool]]:
     Raises:
         KeelError: a stop flag that cannot be removed, or a resume that cannot be journaled.
     """
-    from keel.userstate import registered_workspaces
+    from keel.core.userstate import registered_workspaces
 
     done: list[tuple[Path, bool]] = []
     for registered in sorted(registered_workspaces()):
@@ -316,10 +316,10 @@ def resume_session(root: Path, session: str) -> MonitorStop | None:
         UserError: no session or more than one matches ``session``.
         JournalError: the journal cannot be read or written.
     """
-    from keel.events import trace_id_for
+    from keel.core.events import trace_id_for
+    from keel.core.stop import current_user
     from keel.journal import open_journal
     from keel.journal.timeline import resolve_session
-    from keel.stop import current_user
 
     with open_journal(root) as journal:
         session_id = resolve_session(journal, session).session_id

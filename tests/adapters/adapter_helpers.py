@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from keel.adapters.protocol import HookInput
-from keel.calls import ToolCall, ToolResult
-from keel.decision import Decision, Guidance
+from keel.core.calls import ToolCall, ToolResult
+from keel.core.decision import Decision, Guidance
+from keel.hook.protocol import HookInput
 
 REPO = Path(__file__).resolve().parents[2]
 CAPTURES = REPO.parent / "shared" / "reference" / "hook-captures"

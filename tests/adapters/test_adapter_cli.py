@@ -86,7 +86,7 @@ def test_hook_is_also_a_typer_command(workdir: Path) -> None:
 
 
 def test_parse_args_reads_options_in_any_order(monkeypatch) -> None:
-    from keel.hookpath import parse_hook_args
+    from keel.hook.main import parse_hook_args
 
     monkeypatch.setenv("KEEL_HOOK_DEADLINE", "4.5")
     opts = parse_hook_args(["--agent=codex", "Stop", "--fail-open", "-w", "/x"])

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from keel.adapters.codex_config import (
+from keel.core.errors import ConfigError
+from keel.hook.codex_config import (
     codex_config_path,
     project_trust,
     trust_project,
 )
-from keel.errors import ConfigError
 
 USER_CONFIG = """\
 # my codex settings

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from adapter_helpers import StubGuard, factory_for
 
-from keel.adapters.codex_transcript import TAIL_BYTES, find_call_outcome, recover_codex_result
-from keel.adapters.protocol import parse_hook_input
-from keel.adapters.runner import HookOptions, run_hook
-from keel.adapters.tools import to_tool_result
+from keel.hook.codex_transcript import TAIL_BYTES, find_call_outcome, recover_codex_result
+from keel.hook.protocol import parse_hook_input
+from keel.hook.runner import HookOptions, run_hook
+from keel.hook.tools import to_tool_result
 
 LS_ERROR = "ls: cannot access 'does-not-exist': No such file or directory\n"
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from adapter_helpers import CAPTURES, StubGuard, captured_calls, factory_for
 
-from keel.adapters.protocol import parse_hook_input
-from keel.adapters.runner import HookOptions, run_hook
-from keel.adapters.tools import to_tool_call
+from keel.hook.protocol import parse_hook_input
+from keel.hook.runner import HookOptions, run_hook
+from keel.hook.tools import to_tool_call
 
 CALLS = captured_calls() if CAPTURES.is_dir() else []
 CODEX_TOP = {

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from adapter_helpers import StubGuard, factory_for
 
-from keel.adapters.runner import HookOptions, run_hook
-from keel.decision import Decision
+from keel.core.decision import Decision
 from keel.guard import contained_command, is_contained, uncontained
-from keel.sandbox.contain import LAUNCHER
+from keel.hook.runner import HookOptions, run_hook
+from keel.sandbox.exec.contain import LAUNCHER
 
 CLAUDE = {
     "session_id": "s",

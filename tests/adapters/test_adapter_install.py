@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from keel.adapters.install import (
+from keel.core.errors import ConfigError, UsageError
+from keel.hook.install import (
     HOOKS,
     SETTINGS,
     default_keel_command,
@@ -20,7 +21,6 @@ from keel.adapters.install import (
     registered_hooks,
     remove_hooks,
 )
-from keel.errors import ConfigError, UsageError
 
 KEEL = ["/opt/venv/bin/keel"]
 USER_HOOK = {"type": "command", "command": "./scripts/lint.sh"}

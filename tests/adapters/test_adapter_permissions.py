@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from keel.adapters.permissions import claude_rule, read_permissions
 from keel.config import parse_config
-from keel.errors import ConfigError
+from keel.core.errors import ConfigError
+from keel.hook.permissions import claude_rule, read_permissions
 
 KEEL = str(Path(sys.executable).with_name("keel"))
 

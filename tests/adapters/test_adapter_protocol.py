@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from keel.adapters.protocol import EVENTS, parse_hook_input, phase_for
-from keel.errors import PayloadError
+from keel.core.errors import PayloadError
+from keel.hook.protocol import EVENTS, parse_hook_input, phase_for
 
 
 def test_events_map_to_phases_per_client() -> None:

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from adapter_helpers import StubGuard, factory_for
 
-from keel.adapters.dialects import HookReply
-from keel.adapters.protocol import HookInput
-from keel.adapters.runner import HookOptions, answer, run_hook
-from keel.decision import Decision, Guidance
-from keel.hookpath import parse_hook_args, read_stdin
+from keel.core.decision import Decision, Guidance
+from keel.hook.dialects import HookReply
+from keel.hook.main import parse_hook_args, read_stdin
+from keel.hook.protocol import HookInput
+from keel.hook.runner import HookOptions, answer, run_hook
 
 BASH = {
     "session_id": "s1",

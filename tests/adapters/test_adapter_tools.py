@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from keel.adapters.protocol import parse_hook_input
-from keel.adapters.tools import patch_paths, to_tool_call, to_tool_result, tool_kind
-from keel.errors import PayloadError
+from keel.core.errors import PayloadError
+from keel.hook.protocol import parse_hook_input
+from keel.hook.tools import patch_paths, to_tool_call, to_tool_result, tool_kind
 
 CWD = "/w/proj"
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from keel.adapters.protocol import parse_hook_input
-from keel.adapters.tools import to_tool_call
-from keel.events import ToolCallPayload
+from keel.core.events import ToolCallPayload
 from keel.guard import Guard
+from keel.hook.protocol import parse_hook_input
+from keel.hook.tools import to_tool_call
 from keel.journal import open_journal
 
 CAPTURES = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "hook-captures"

@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from keel.adapters.dialects import deny_text, dialect_for
-from keel.adapters.protocol import HookInput
-from keel.decision import Decision, Guidance
+from keel.core.decision import Decision, Guidance
+from keel.hook.dialects import deny_text, dialect_for
+from keel.hook.protocol import HookInput
 
 
 def _inp(agent: str, event: str, tool: str | None = "Bash") -> HookInput:

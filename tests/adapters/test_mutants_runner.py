@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from adapter_helpers import StubGuard, factory_for
 
-from keel.adapters.protocol import HookInput
-from keel.adapters.runner import answer
-from keel.calls import ToolCall
-from keel.decision import Decision
-from keel.hookpath import parse_hook_args
+from keel.core.calls import ToolCall
+from keel.core.decision import Decision
+from keel.hook.main import parse_hook_args
+from keel.hook.protocol import HookInput
+from keel.hook.runner import answer
 
 
 class _Recording(StubGuard):
@@ -244,7 +244,7 @@ def test_a_missed_deadline_blocks_names_the_call_and_is_logged(workdir: Path) ->
             release.wait(30)
             return Decision.allow("late", "too late")
 
-    from keel.adapters.runner import HookOptions, run_hook
+    from keel.hook.runner import HookOptions, run_hook
 
     try:
         reply = run_hook("claude", "PreToolUse", _pre("ls"), workdir,
@@ -393,7 +393,7 @@ def test_only_codex_finishes_are_checked_against_its_rollout(workdir: Path) -> N
 def test_a_missed_deadline_fails_open_in_the_clients_own_silence(workdir: Path) -> None:
     import threading
 
-    from keel.adapters.runner import HookOptions, run_hook
+    from keel.hook.runner import HookOptions, run_hook
 
     release = threading.Event()
 
@@ -475,7 +475,7 @@ def test_the_client_project_dir_picks_the_root(workdir: Path) -> None:
 
 
 def test_a_failure_after_the_commit_bound_is_logged_but_not_journaled(workdir: Path) -> None:
-    from keel.adapters.runner import HookOptions, run_hook
+    from keel.hook.runner import HookOptions, run_hook
 
     # The commit bound (deadline - 0.25 s) has passed already; the deadline has not.
     options = HookOptions(time.monotonic() + 0.2, False, "r")
@@ -495,7 +495,7 @@ def test_a_failure_is_logged_even_where_no_workspace_exists_yet(workdir: Path) -
 
 
 def test_the_journaled_failure_is_traced_to_its_session(workdir: Path) -> None:
-    from keel.events import trace_id_for
+    from keel.core.events import trace_id_for
     from keel.journal import open_journal
 
     _answer(["PreToolUse", "--agent", "claude"], _pre("ls"), _Exploding(), workdir)

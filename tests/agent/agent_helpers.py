@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from keel.events import DataPayload, Event
+from keel.core.events import DataPayload, Event
 from keel.journal import read_journal
 
 KEEL = [sys.executable, "-c", "from keel.cli._entry import main; raise SystemExit(main())"]

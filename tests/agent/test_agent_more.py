@@ -35,8 +35,8 @@ from agent_helpers import (
 )
 from fake_chat import FakeChat, last_user, tool_texts
 
-from keel.calls import ToolCall
-from keel.events import ToolResultPayload
+from keel.core.calls import ToolCall
+from keel.core.events import ToolResultPayload
 from keel.guard import Guard
 
 TASK = "report.py must print the total of the sales column of data/sales.csv"

@@ -304,7 +304,7 @@ def test_hook_bad_arguments_block(workdir: Path, agent: str, args: list[str]) ->
 
 def test_session_ids_with_control_characters_stay_on_one_line(workdir: Path) -> None:
     root = _base(workdir)
-    from keel.events import DataPayload, Event
+    from keel.core.events import DataPayload, Event
     from keel.journal import open_journal
 
     for session in ("a\x1b[31mred\nline", "a\x00b", "a" * 10_000):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from keel.adapters.install import install_hooks, registered_hooks
+from keel.hook.install import install_hooks, registered_hooks
 
 KEEL = str(Path(sys.executable).with_name("keel"))
 

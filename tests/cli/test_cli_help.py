@@ -39,8 +39,8 @@ LEAVES = [
 
 def _help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     """``keel ARGV`` in this process through the console entry: (exit code, stdout)."""
-    if argv[:1] == ["hook"]:  # keel.hookpath.main ends the process: ask its ``run`` instead
-        from keel.hookpath import run
+    if argv[:1] == ["hook"]:  # keel.hook.main.main ends the process: ask its ``run`` instead
+        from keel.hook.main import run
 
         code, out, _ = run(argv[1:])
         return code, out.decode()
@@ -97,7 +97,7 @@ def test_hook_help_from_the_console_script_and_the_launcher(workdir: Path) -> No
     launcher = [
         sys.executable,
         "-c",
-        "import sys; from keel.hookpath import run, main\n"
+        "import sys; from keel.hook.main import run, main\n"
         "code, out, err = run(['--help'])\n"
         "heavy = [m for m in ('typer', 'rich', 'keel.cli', 'keel.guard') if m in sys.modules]\n"
         "assert not heavy, heavy\n"

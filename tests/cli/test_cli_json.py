@@ -18,7 +18,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from keel.cli._entry import main as keel_main
 from keel.cli.main import app
-from keel.events import DecisionPayload, Event
+from keel.core.events import DecisionPayload, Event
 from keel.journal import open_journal
 from keel.workspace import Checkpoints
 

@@ -139,7 +139,7 @@ def test_diff_is_coloured_on_a_terminal_only(repo: Path) -> None:
 
 
 def test_log_colours_each_decision(repo: Path) -> None:
-    from keel.events import DecisionPayload, Event
+    from keel.core.events import DecisionPayload, Event
     from keel.journal import open_journal
 
     with open_journal(repo) as journal:

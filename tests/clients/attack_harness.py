@@ -61,7 +61,7 @@ from typing import Any
 import pytest
 from client_harness import Run, Turn, keel_command, make_base, new_project, run_client
 
-from keel.adapters.install import SETTINGS
+from keel.hook.install import SETTINGS
 
 AGENTS = ("claude", "codex", "gemini")
 FAMILIES = {
@@ -499,7 +499,7 @@ def render(step: Step, world: World, case_id: str) -> Turn | None:
 
 def require_sandbox() -> str:
     """The exec backend keel will contain with; a skip (a failure in CI) when there is none."""
-    from keel.sandbox.contain import exec_backend
+    from keel.sandbox.exec.contain import exec_backend
 
     backend, reason = exec_backend("auto")
     if backend is None:
@@ -716,7 +716,7 @@ class CallRecord:
 
 def journal_calls(project: Path) -> list[CallRecord]:
     """Every tool call in the workspace's journal, in order, with its decision and result."""
-    from keel.events import DataPayload, DecisionPayload, ToolCallPayload, ToolResultPayload
+    from keel.core.events import DataPayload, DecisionPayload, ToolCallPayload, ToolResultPayload
     from keel.journal import open_journal
 
     calls: dict[str, CallRecord] = {}
@@ -797,7 +797,7 @@ def keel_verify(project: Path) -> subprocess.CompletedProcess[str]:
 def end_run(project: Path) -> int:
     """Kill the contained commands still running in ``project`` (a client can leave a
     background job behind: Gemini CLI does) and stop its hook daemon; how many were running."""
-    from keel.sandbox.contain import kill_contained
+    from keel.sandbox.exec.contain import kill_contained
 
     left = kill_contained(project)
     subprocess.run(

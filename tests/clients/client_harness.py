@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "fakes"))
 
 from fake_models import FakeModel, Turn
 
-from keel.adapters.install import install_hooks
+from keel.hook.install import install_hooks
 
 REPO = Path(__file__).resolve().parents[2]
 BINARIES = {

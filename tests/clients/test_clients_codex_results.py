@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from client_harness import Turn, keel_command, make_base, new_project, run_client
 
-from keel.events import DiagnosticPayload, Event, ToolCallPayload, ToolResultPayload
+from keel.core.events import DiagnosticPayload, Event, ToolCallPayload, ToolResultPayload
 
 pytestmark = [pytest.mark.clients, pytest.mark.slow]
 

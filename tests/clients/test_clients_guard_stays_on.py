@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from client_harness import Turn, codex_home, keel_command, make_base, new_project, run_client
 
-from keel.adapters.install import SETTINGS
+from keel.hook.install import SETTINGS
 
 pytestmark = [pytest.mark.clients, pytest.mark.slow]
 

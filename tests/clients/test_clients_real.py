@@ -167,7 +167,7 @@ def test_finishing_is_blocked_until_the_gate_passes(agent: str, base: Path) -> N
 
 @pytest.mark.parametrize("agent", AGENTS)
 def test_emergency_stop_denies_the_next_call(agent: str, base: Path) -> None:
-    from keel.stop import set_stop
+    from keel.core.stop import set_stop
 
     project = new_project(base, KEEL_TOML, FILES)
 

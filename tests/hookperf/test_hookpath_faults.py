@@ -21,13 +21,13 @@ from typing import Any
 
 import pytest
 
-from keel import hookpath as relay
-from keel.adapters.install import default_keel_command
-from keel.calls import ToolCall
-from keel.daemon.server import socket_path
+from keel.core.calls import ToolCall
+from keel.core.stop import set_stop
 from keel.guard import Guard
+from keel.hook import main as relay
+from keel.hook.install import default_keel_command
+from keel.hook.server import socket_path
 from keel.journal import open_journal
-from keel.stop import set_stop
 
 DANGER = "rm -rf /"
 
@@ -100,7 +100,7 @@ def workspace(workdir: Path) -> Path:
 def daemon(workspace: Path) -> Iterator[subprocess.Popen[bytes]]:
     env = _env(workspace, KEEL_HOOKD_IDLE="120")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "keel.daemon.server", str(workspace)],
+        [sys.executable, "-m", "keel.hook.server", str(workspace)],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

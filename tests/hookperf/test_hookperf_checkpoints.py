@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from keel.calls import ToolCall, ToolResult
+from keel.core.calls import ToolCall, ToolResult
 from keel.guard import Guard
 from keel.policy import Policy
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from keel._configview import ConfigView, FrozenList, config_data, config_view
 from keel.config import KeelConfig, PolicyConfig, config_for, load_config
-from keel.errors import ConfigError, UsageError
+from keel.core.configview import ConfigView, FrozenList, config_data, config_view
+from keel.core.errors import ConfigError, UsageError
 from keel.guard import Guard
 from keel.monitor import Monitor
 
@@ -183,7 +183,7 @@ def test_a_fresh_file_is_validated_but_not_cached_yet(workdir: Path) -> None:
 
 PROBE = """
 import os, sys
-from keel import hookpath
+from keel.hook import main as hookpath
 rc, out, err = hookpath.run(["PreToolUse", "--agent", "claude", "--workspace", sys.argv[1]])
 os.write(1, out)
 os.write(2, err)

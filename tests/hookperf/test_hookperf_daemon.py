@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from keel import hookpath as relay_mod
-from keel.daemon.server import _respond, _State, socket_path  # pyright: ignore[reportPrivateUsage]
-from keel.hookpath import parse_hook_args
+from keel.core.stop import clear_stop, set_stop
+from keel.hook import main as relay_mod
+from keel.hook.main import parse_hook_args
+from keel.hook.server import _respond, _State, socket_path  # pyright: ignore[reportPrivateUsage]
 from keel.journal import open_journal
-from keel.stop import clear_stop, set_stop
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_hookperf_config import hook_process
@@ -65,7 +65,7 @@ def workspace(workdir: Path) -> Path:
 @pytest.fixture
 def daemon(workspace: Path) -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "keel.daemon.server", str(workspace)],
+        [sys.executable, "-m", "keel.hook.server", str(workspace)],
         env=_daemon_env(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -214,7 +214,7 @@ def test_a_daemon_that_dies_or_hangs_mid_request_still_gets_a_decision(
 
 def test_the_daemon_exits_when_idle_and_removes_its_socket(workspace: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "keel.daemon.server", str(workspace)],
+        [sys.executable, "-m", "keel.hook.server", str(workspace)],
         env=_daemon_env(idle="0.2"),
         stdin=subprocess.DEVNULL,
     )
@@ -224,7 +224,7 @@ def test_the_daemon_exits_when_idle_and_removes_its_socket(workspace: Path) -> N
 
 def test_a_second_daemon_leaves_at_once(workspace: Path, daemon: subprocess.Popen[bytes]) -> None:
     second = subprocess.run(
-        [sys.executable, "-m", "keel.daemon.server", str(workspace)],
+        [sys.executable, "-m", "keel.hook.server", str(workspace)],
         env=_daemon_env(),
         capture_output=True,
         timeout=60,
@@ -267,7 +267,7 @@ def test_relay_is_off_with_keel_hookd_0(workspace: Path, daemon: subprocess.Pope
 
 
 def test_a_daemon_whose_sources_changed_hands_back_and_leaves(workspace: Path) -> None:
-    from keel.daemon import server
+    from keel.hook import server
 
     state = _State(0.0, workspace.resolve())
     fields = _fields(workspace)
@@ -286,7 +286,7 @@ def test_hookd_cli_status_and_stop(workspace: Path, daemon: subprocess.Popen[byt
     from typer.testing import CliRunner
 
     from keel.cli.hookd import register
-    from keel.daemon.server import daemon_running
+    from keel.hook.server import daemon_running
 
     app = typer.Typer()
     register(app)
@@ -307,7 +307,7 @@ def test_hookd_cli_status_and_stop(workspace: Path, daemon: subprocess.Popen[byt
 
 
 def test_a_call_that_overran_its_deadline_retires_the_daemon(workspace: Path) -> None:
-    from keel.daemon import server
+    from keel.hook import server
 
     release = threading.Event()
     stuck = threading.Thread(target=release.wait, name="keel-hook", daemon=True)
@@ -335,7 +335,7 @@ def test_a_killed_daemon_leaves_a_socket_the_next_hook_survives(
 
 def test_the_daemon_imports_no_cli_module() -> None:
     code = (
-        "import sys; from keel.daemon.server import preload; preload(); "
+        "import sys; from keel.hook.server import preload; preload(); "
         "print(sorted(m for m in sys.modules if m.startswith('keel.cli') or m == 'typer'))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

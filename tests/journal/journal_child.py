@@ -20,8 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from keel.errors import AlreadyAnswered
-from keel.events import DataPayload, Event
+from keel.core.errors import AlreadyAnswered
+from keel.core.events import DataPayload, Event
 from keel.journal import journal_key, open_journal
 
 

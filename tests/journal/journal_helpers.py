@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from keel.events import (
+from keel.core.events import (
     CheckpointPayload,
     DataPayload,
     DecisionPayload,

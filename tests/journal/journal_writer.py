@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from keel.events import Event, ToolCallPayload
+from keel.core.events import Event, ToolCallPayload
 from keel.journal import open_journal
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from journal_helpers import fill
 
-from keel.events import DataPayload, DecisionPayload, Event, ToolResultPayload
+from keel.core.events import DataPayload, DecisionPayload, Event, ToolResultPayload
 from keel.journal import MemoryJournal, open_journal
 from keel.journal.timeline import render_line, session_timeline
 

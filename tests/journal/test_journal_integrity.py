@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from journal_helpers import child_cmd, fill, keel_verify, session_events, writer_cmd
 
-from keel.errors import JournalError
-from keel.events import Event, canonical_json
+from keel.core.errors import JournalError
+from keel.core.events import Event, canonical_json
 from keel.journal import (
     BREAK_KIND,
     Chain,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from journal_helpers import session_events, writer_cmd
 
-from keel.errors import JournalError
+from keel.core.errors import JournalError
 from keel.journal import SQLiteJournal, journal_path, open_journal
 
 PROCESSES = 4

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from journal_helpers import session_events, tamper
 
-from keel.errors import JournalError
-from keel.events import DataPayload, Event, ToolCallPayload, canonical_json
+from keel.core.errors import JournalError
+from keel.core.events import DataPayload, Event, ToolCallPayload, canonical_json
 from keel.journal import (
     HASH_PREFIX,
     Chain,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from journal_helpers import child_cmd, session_events
 
-from keel.errors import AlreadyAnswered, JournalError
+from keel.core.errors import AlreadyAnswered, JournalError
 from keel.journal import REQUEST_TTL, Journal, journal_path, open_journal
 
 JournalFactory = Callable[[], Journal]

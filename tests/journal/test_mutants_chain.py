@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from journal_helpers import session_events
 
-from keel.events import canonical_json
+from keel.core.events import canonical_json
 from keel.journal import MemoryJournal, verify_rows
 
 

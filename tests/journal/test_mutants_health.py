@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from journal_helpers import fill, tamper
 
-from keel.errors import JournalError
+from keel.core.errors import JournalError
 from keel.journal import journal_health, journal_path
 from keel.journal._head import head_path, read_head
 from keel.journal._health import verify_journal

@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 import pytest
 from journal_helpers import session_events
 
-from keel.errors import JournalError
-from keel.events import DataPayload, Event, canonical_json
+from keel.core.errors import JournalError
+from keel.core.events import DataPayload, Event, canonical_json
 from keel.journal import MemoryJournal, verify_rows
 from keel.journal._base import (
     HASH_PREFIX,

@@ -9,8 +9,8 @@ from model_helpers import KEY, opened
 from model_servers import FakeModelServer, anthropic_error, messages_reply
 
 from keel.config import ModelConfig
-from keel.errors import BudgetExceeded, ModelError
-from keel.events import DataPayload
+from keel.core.errors import BudgetExceeded, ModelError
+from keel.core.events import DataPayload
 from keel.journal import SQLiteJournal
 from keel.models import (
     Budget,

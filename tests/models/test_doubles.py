@@ -13,7 +13,7 @@ from model_helpers import KEY, opened
 from model_servers import FakeModelServer, chat_reply
 
 from keel.config import KeelConfig
-from keel.errors import ModelError
+from keel.core.errors import ModelError
 from keel.journal import SQLiteJournal
 from keel.models import (
     Message,
@@ -26,8 +26,8 @@ from keel.models import (
     load_prompt,
     open_model,
 )
-from keel.models.draft import draft_plan
 from keel.models.testing import ReplayModel, ScriptedModel
+from keel.plan.draft import draft_plan
 
 REPO = Path(__file__).resolve().parents[2]
 PROMPTS = REPO / "src" / "keel" / "models" / "prompts"

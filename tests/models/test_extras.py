@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from model_helpers import KEY, MODEL_VARS, keel
 
-from keel.errors import ModelError, UsageError
+from keel.core.errors import ModelError, UsageError
 from keel.models import open_model, parse_spec
 
 SDKS = ("openai", "anthropic", "llama_cpp", "httpx")
@@ -19,7 +19,7 @@ SDKS = ("openai", "anthropic", "llama_cpp", "httpx")
 
 def test_importing_keel_models_imports_no_sdk() -> None:
     code = (
-        "import sys, keel.models, keel.models.draft, keel.models.testing\n"
+        "import sys, keel.models, keel.plan.draft, keel.models.testing\n"
         f"print([m for m in {SDKS!r} if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

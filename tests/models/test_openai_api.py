@@ -11,8 +11,8 @@ from model_helpers import KEY, opened
 from model_servers import HANG, FakeModelServer, chat_reply, openai_error
 
 from keel.config import ModelConfig
-from keel.errors import BudgetExceeded, ModelError
-from keel.events import DataPayload, trace_id_for
+from keel.core.errors import BudgetExceeded, ModelError
+from keel.core.events import DataPayload, trace_id_for
 from keel.journal import SQLiteJournal
 from keel.journal.timeline import describe_model_call
 from keel.models import (

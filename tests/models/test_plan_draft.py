@@ -14,9 +14,9 @@ from model_servers import FakeModelServer, chat_reply
 
 from keel.config import KeelConfig
 from keel.journal import open_journal
-from keel.models.draft import LISTING_CAP, draft_schema, extract_plan, workspace_listing
 from keel.models.testing import ScriptedModel
 from keel.plan import check_plan, validate_plan
+from keel.plan.draft import LISTING_CAP, draft_schema, extract_plan, workspace_listing
 
 TASK = "report the database host in config.yaml"
 TOML = """\
@@ -209,7 +209,7 @@ def test_run_goes_on_to_run_the_plan_with_plan_run_exit_codes(workdir: Path) -> 
 def test_a_reply_with_no_plan_is_told_so(workdir: Path) -> None:
     model = ScriptedModel(["I think you should look at the config.", {"json": good_draft()}])
     from keel.models import ModelClient
-    from keel.models.draft import draft_plan
+    from keel.plan.draft import draft_plan
 
     client = ModelClient(model, session_id="s")
     result = draft_plan(TASK, client=client, config=KeelConfig(), workspace=workspace(workdir))

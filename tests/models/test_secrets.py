@@ -15,7 +15,7 @@ import pytest
 from model_helpers import KEY, journal_bytes, keel, opened
 from model_servers import FakeModelServer, anthropic_error, chat_reply, openai_error
 
-from keel.errors import ModelError
+from keel.core.errors import ModelError
 from keel.journal import SQLiteJournal
 from keel.models import Message, ModelClient, ModelRequest, Retry, open_model
 

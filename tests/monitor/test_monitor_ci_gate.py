@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from keel.cli.monitor import register
 from keel.config import parse_config
-from keel.errors import UsageError
-from keel.events import ToolCallPayload, ToolResultPayload
+from keel.core.errors import UsageError
+from keel.core.events import ToolCallPayload, ToolResultPayload
 from keel.monitor.formats import detect_format, read_run
 from keel.monitor.scan import FAIL_EXIT, scan_file
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from keel.calls import ToolCall, ToolResult
 from keel.config import KeelConfig, parse_config
-from keel.decision import Guidance
-from keel.errors import PayloadError
-from keel.events import DataPayload, Event, ToolCallPayload, ToolResultPayload
+from keel.core.calls import ToolCall, ToolResult
+from keel.core.decision import Guidance
+from keel.core.errors import PayloadError
+from keel.core.events import DataPayload, Event, ToolCallPayload, ToolResultPayload
 from keel.journal import MemoryJournal
 from keel.monitor import Diagnostic, Monitor, MonitorState
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from keel.calls import ToolCall, ToolResult
 from keel.config import parse_config
-from keel.events import DataPayload, Event
+from keel.core.calls import ToolCall, ToolResult
+from keel.core.events import DataPayload, Event
 from keel.monitor import Monitor, MonitorState
 
 COMMANDS = [

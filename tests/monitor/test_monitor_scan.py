@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from keel.cli.monitor import register
 from keel.config import parse_config
-from keel.errors import PayloadError, UserError
-from keel.events import DataPayload, Event, ToolCallPayload, ToolResultPayload
+from keel.core.errors import PayloadError, UserError
+from keel.core.events import DataPayload, Event, ToolCallPayload, ToolResultPayload
 from keel.journal import open_journal
 from keel.monitor.formats import detect_format, read_run
 from keel.monitor.scan import render_text, scan_file

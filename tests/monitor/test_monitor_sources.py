@@ -1,6 +1,6 @@
 """The monitor's sources of truth, the same in the live hook and in ``monitor scan``.
 
-Command facts come from the policy, tool kinds from ``keel.calls``, scope from the
+Command facts come from the policy, tool kinds from ``keel.core.calls``, scope from the
 workspace's policy.
 """
 
@@ -14,13 +14,13 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from keel.adapters.protocol import parse_hook_input
-from keel.adapters.tools import to_tool_call
-from keel.adapters.tools import tool_kind as hook_kind
-from keel.calls import ToolCall, ToolResult, tool_kind
 from keel.cli.monitor import register
 from keel.config import KeelConfig, config_for, parse_config
-from keel.events import Event, ToolCallPayload, ToolResultPayload
+from keel.core.calls import ToolCall, ToolResult, tool_kind
+from keel.core.events import Event, ToolCallPayload, ToolResultPayload
+from keel.hook.protocol import parse_hook_input
+from keel.hook.tools import to_tool_call
+from keel.hook.tools import tool_kind as hook_kind
 from keel.monitor import CallEntry, Monitor, MonitorState
 from keel.monitor._calls import read_call
 from keel.monitor._context import Context
@@ -298,7 +298,7 @@ def test_state_round_trips_as_a_dict_with_call_entries() -> None:
     ],
 )
 def test_malformed_call_entries_are_a_payload_error(recent: object) -> None:
-    from keel.errors import PayloadError
+    from keel.core.errors import PayloadError
 
     with pytest.raises(PayloadError) as info:
         MonitorState.from_dict({"version": 1, "recent": recent})

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from keel.calls import ToolCall
 from keel.config import KeelConfig
+from keel.core.calls import ToolCall
 from keel.monitor._calls import is_poll
 from keel.monitor._text import call_key, normalize_output, output_hash
 from keel.monitor.detectors.weakening import is_test_path

@@ -16,7 +16,7 @@ def require_sandbox(backend: str = "auto") -> str:
 
     A named backend must be exactly that one (Landlock is optional in CI, bwrap is not).
     """
-    from keel.sandbox.contain import exec_backend
+    from keel.sandbox.exec.contain import exec_backend
 
     got, reason = exec_backend(backend)
     if got is None or (backend != "auto" and got != backend):

@@ -270,9 +270,9 @@ def test_the_excludes_leave_out_exactly_the_secret_names(ws: Path) -> None:
 
 def test_an_ask_keeps_the_excludes_and_a_client_that_cannot_ask_denies() -> None:
     """In process: the answer shapes for a search keel asks about."""
-    from keel.adapters.dialects import dialect_for
-    from keel.adapters.protocol import parse_hook_input
-    from keel.decision import Decision
+    from keel.core.decision import Decision
+    from keel.hook.dialects import dialect_for
+    from keel.hook.protocol import parse_hook_input
 
     ask = Decision.ask("path.dynamic", "relative to a directory only known at run time")
     grep_call = {"tool_name": "Grep", "tool_input": {"pattern": WORD, "glob": "*.py"}}
@@ -291,7 +291,7 @@ def test_an_ask_keeps_the_excludes_and_a_client_that_cannot_ask_denies() -> None
 
 def test_a_tree_too_large_to_check_is_refused(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """In process: past ``TREE_LIMIT`` entries the Gemini search is denied, not guessed."""
-    from keel.calls import ToolCall
+    from keel.core.calls import ToolCall
     from keel.policy import Policy, _judge_search
 
     call = ToolCall(
@@ -304,7 +304,7 @@ def test_a_tree_too_large_to_check_is_refused(ws: Path, monkeypatch: pytest.Monk
 
 
 def test_the_journal_shows_the_excludes_were_added(ws: Path) -> None:
-    from keel.events import DecisionPayload
+    from keel.core.events import DecisionPayload
     from keel.journal import open_journal
 
     claude_rewrite(ws, {"pattern": WORD})

@@ -28,7 +28,7 @@ import pytest
 from outside_helpers import call_hook, hook_json
 
 from keel.config import SandboxConfig
-from keel.errors import SandboxError, WorkspaceError
+from keel.core.errors import SandboxError, WorkspaceError
 from keel.plan import InProcessRunner, ProbeRunner, SandboxedRunner
 from keel.workspace import Checkpoints
 

@@ -34,12 +34,12 @@ from pathlib import Path
 
 import pytest
 
-from keel._isolated import launcher_argv
-from keel.adapters.install import command_words, install_hooks, registered_hooks
-from keel.daemon.server import daemon_running, stop_daemon
+from keel.core.isolated import launcher_argv
 from keel.guard import is_contained, uncontained
-from keel.hookpath import read_record
-from keel.sandbox.contain import LAUNCHER, exec_argv, exec_backend
+from keel.hook.install import command_words, install_hooks, registered_hooks
+from keel.hook.main import read_record
+from keel.hook.server import daemon_running, stop_daemon
+from keel.sandbox.exec.contain import LAUNCHER, exec_argv, exec_backend
 
 KEEL = str(Path(sys.executable).with_name("keel"))
 DANGEROUS = "rm -rf /"
@@ -294,10 +294,10 @@ def _check_measured(imports: Imports) -> None:
     """The attack is only as good as its list: each entry's list holds what it really needs."""
     got = imports.by_entry
     assert set(got) == set(ENTRIES)
-    assert {"select", "keel.hookpath", "keel.guard", "json"} <= set(got["hook"])
+    assert {"select", "keel.hook.main", "keel.guard", "json"} <= set(got["hook"])
     assert "select" in got["relayed hook"] and "keel.guard" not in got["relayed hook"]
-    assert {"keel.daemon.server", "shlex", "json", "socket", "keel.guard"} <= set(got["hookd"])
-    assert "keel.cli.exec" in got["exec"] or "keel.sandbox._exec" in got["exec"]
+    assert {"keel.hook.server", "shlex", "json", "socket", "keel.guard"} <= set(got["hookd"])
+    assert "keel.cli.exec" in got["exec"] or "keel.sandbox.exec._exec" in got["exec"]
     assert {"typer", "keel.doctor"} <= set(got["doctor"]) and "typer" in got["status"]
     assert {"select", "shlex", "json", "encodings", "keel"} <= imports.top_level()
     assert "keel.cli._entry" in got["status"] and "keel" in imports.before_main()
@@ -423,7 +423,7 @@ def test_the_keel_command_restarts_isolated_under_a_hostile_pythonpath(
 def _old_registration(ws: Path) -> None:
     """Register keel's hooks as keel did before issue 22: ``python -S -c PROGRAM``."""
     parent = str(Path(LAUNCHER).parent.parent)
-    program = f"import sys; sys.path.insert(0, {parent!r}); from keel.hookpath import main; main()"
+    program = f"import sys; sys.path.insert(0, {parent!r}); from keel.hook.main import main; main()"
     install_hooks(ws, "claude", keel_command=[sys.executable, "-S", "-c", program])
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from outside_helpers import require_sandbox
 
-from keel.sandbox.contain import exec_argv
+from keel.sandbox.exec.contain import exec_argv
 
 KEEL = str(Path(sys.executable).with_name("keel"))
 DEEP = "a/b/c/d/e/f/g/h"

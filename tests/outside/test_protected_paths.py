@@ -1,6 +1,6 @@
 """Issue 22, family 3: one protected-path table, enforced the same way everywhere.
 
-For every entry of ``keel.protected`` (and the git-directory entries and nested repositories),
+For every entry of ``keel.core.protected`` (and the git-directory entries and nested repositories),
 at the workspace root and three levels down, as the path itself and as a file below it:
 
 - the Write tool, the Edit tool and a shell redirect, each through the exact hook command
@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 from outside_helpers import call_hook, hook_json, require_sandbox, verdict
 
-from keel.protected import ENTRIES, GIT_DIR
-from keel.sandbox.contain import exec_argv
+from keel.core.protected import ENTRIES, GIT_DIR
+from keel.sandbox.exec.contain import exec_argv
 
 KEEL = str(Path(sys.executable).with_name("keel"))
 DEPTHS = ("", "deep/er/still/")

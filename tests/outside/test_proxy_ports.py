@@ -26,7 +26,7 @@ from exec_helpers import canary  # a TCP listener on 127.0.0.1:0 that counts con
 
 from keel.config import parse_config
 from keel.policy import Policy
-from keel.sandbox._proxy import Proxy, policy_check
+from keel.sandbox.exec._proxy import Proxy, policy_check
 
 KEEL = str(Path(sys.executable).with_name("keel"))
 

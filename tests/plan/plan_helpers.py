@@ -23,7 +23,7 @@ def skip_or_fail(reason: str) -> None:
 
 def sandbox() -> Any:
     """The best real sandbox here, or a skip (a failure in CI)."""
-    from keel.errors import SandboxError
+    from keel.core.errors import SandboxError
     from keel.sandbox import get_sandbox
 
     try:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from keel.config import KeelConfig, LimitsConfig, ProbesConfig
-from keel.events import DataPayload, DecisionPayload, Event, ProbePayload
+from keel.core.events import DataPayload, DecisionPayload, Event, ProbePayload
 from keel.plan import PlanReport
 from keel.plan._conditions import Evaluation, condition_refs, evaluate, guards
 from keel.plan._engine import PlanEngine
@@ -272,7 +272,7 @@ class AllowAll:
     contained = False
 
     def check_call(self, call: Any) -> Any:
-        from keel.decision import Decision
+        from keel.core.decision import Decision
 
         return Decision.allow("test.allow", "allowed by the test")
 
@@ -986,7 +986,7 @@ def test_a_write_the_policy_denies_is_refused_with_the_policy_reason(root: Path)
 
 
 def test_the_emergency_stop_refuses_a_write(root: Path) -> None:
-    from keel.stop import set_stop
+    from keel.core.stop import set_stop
 
     set_stop(root, "incident")
     report, _ = run(_write_steps("out.txt"), root, policy=AllowAll())
@@ -1037,7 +1037,7 @@ class PathDenier(AllowAll):
     """Allows every call, but denies each path a patch touches (the patcher's own check)."""
 
     def check_path(self, path: str, op: Any) -> Any:
-        from keel.decision import Decision
+        from keel.core.decision import Decision
 
         return Decision.deny("test.deny", f"no patches to {path}")
 

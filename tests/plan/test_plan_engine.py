@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from plan_helpers import by_id, csv_repo, example, run, sandbox
 
-from keel.decision import Decision
+from keel.core.decision import Decision
 from keel.journal import MemoryJournal
 from keel.plan import InProcessRunner, ProbeRunner, SandboxedRunner, render_text, run_plan
 from keel.plan._commit import write_file
@@ -430,7 +430,7 @@ class Unsafe(InProcessRunner):
 def test_no_sandbox_without_unsafe_is_refused(
     workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from keel.errors import SandboxError
+    from keel.core.errors import SandboxError
     from keel.plan import _run
 
     def none(config: Any, *, unsafe: bool = False) -> Any:
@@ -609,7 +609,7 @@ def test_a_hanging_probe_does_not_hold_its_batch(workdir: Path) -> None:
 
 
 def test_emergency_stop_refuses_writes(workdir: Path) -> None:
-    from keel.stop import set_stop
+    from keel.core.stop import set_stop
 
     set_stop(workdir, "incident")
     report = run(_write_plan("out.txt"), workdir)

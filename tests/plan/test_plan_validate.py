@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from keel.errors import PlanError
+from keel.core.errors import PlanError
 from keel.plan import PlanLimits, plan_schema, read_plan_text, validate_plan
 from keel.plan.examples import EXAMPLES, example_text, load_example
 

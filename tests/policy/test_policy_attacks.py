@@ -25,7 +25,7 @@ from attack_cases import (  # pyright: ignore[reportMissingImports]
     NOT_ALLOW_UNCONTAINED,
 )
 
-from keel.policy._fast import CheckRequest, run_check
+from keel.cli.policy_fast import CheckRequest, run_check
 
 KEEL = Path(sys.executable).parent / "keel"
 PRESETS = ("developer", "strict")

@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from keel.cli.policy import register
-from keel.policy._fast import parse_check_args
+from keel.cli.policy_fast import parse_check_args
 
 KEEL = Path(sys.executable).parent / "keel"
 

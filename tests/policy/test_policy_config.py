@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from keel.config import KeelConfig, parse_config
-from keel.errors import ConfigError, UsageError
+from keel.core.errors import ConfigError, UsageError
 from keel.policy import Policy
 
 HEAVY = ("pydantic", "typer", "rich", "yaml", "tree_sitter", "tomllib")
@@ -160,7 +160,7 @@ def test_no_config_needs_no_parser(tmp_path: Path) -> None:
 
 def test_policy_modules_do_not_import_heavy_packages() -> None:
     code = (
-        "import sys, keel.policy, keel.policy._core, keel.policy._fast, keel.policy._snapshot; "
+        "import sys, keel.policy, keel.policy._core, keel.cli.policy_fast, keel.policy._snapshot; "
         f"print([m for m in {HEAVY!r} if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_policy_attacks import make_workspace  # pyright: ignore[reportMissingImports]
 
-from keel.calls import ToolCall
+from keel.core.calls import ToolCall
 from keel.policy import Policy
 
 BENIGN = [

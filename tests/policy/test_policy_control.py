@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from keel.calls import ToolCall
 from keel.config import KeelConfig, parse_config
+from keel.core.calls import ToolCall
 from keel.guard import Guard
 from keel.plan._actions import resolve_action
 from keel.plan._commit import Committer

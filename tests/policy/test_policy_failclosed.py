@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from keel.calls import ToolCall
 from keel.config import KeelConfig
+from keel.core.calls import ToolCall
 from keel.guard import Guard
 from keel.policy import Policy
 from keel.policy._core import Engine

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from keel.calls import ToolCall
 from keel.config import parse_config
+from keel.core.calls import ToolCall
 from keel.policy import Policy, patch_paths
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from keel.config import SandboxConfig
-from keel.errors import SandboxError
+from keel.core.errors import SandboxError
 from keel.sandbox import Sandbox, detect, get_sandbox
 
 CANARY = "KEEL-CANARY-7f3a9c"

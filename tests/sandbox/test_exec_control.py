@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from exec_helpers import Box, git, snapshot
 
-from keel.sandbox._control import ControlRules, scan_controls
+from keel.sandbox.exec._control import ControlRules, scan_controls
 
 
 def _repo(box: Box) -> list[Path]:

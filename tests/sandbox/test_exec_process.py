@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from exec_helpers import KEEL, Box
 
-from keel.sandbox._exec_select import CACHE_NAME, _key
+from keel.sandbox.exec._select import CACHE_NAME, _key
 
 
 def _sleepers(tag: str) -> list[int]:

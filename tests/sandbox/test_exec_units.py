@@ -13,10 +13,10 @@ from exec_helpers import SECRET, Box
 from keel.cli.exec import parse
 from keel.policy import Policy
 from keel.sandbox import exec_argv, kill_contained
-from keel.sandbox._environ import contained_env, kept
-from keel.sandbox._proxy import _parse, _split_host_port
-from keel.sandbox._registry import start_time
-from keel.sandbox._view import ViewError, build_view, filter_git_config
+from keel.sandbox.exec._environ import contained_env, kept
+from keel.sandbox.exec._proxy import _parse, _split_host_port
+from keel.sandbox.exec._view import ViewError, build_view, filter_git_config
+from keel.sandbox.os._registry import start_time
 
 
 @pytest.mark.parametrize(

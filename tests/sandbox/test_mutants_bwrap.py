@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 from sandbox_helpers import config, skip_or_fail
 
-from keel.errors import SandboxError
-from keel.sandbox import _bwrap, _python
-from keel.sandbox._bwrap import (
+from keel.core.errors import SandboxError
+from keel.sandbox.probe import _bwrap, _python
+from keel.sandbox.probe._bwrap import (
     BwrapBinary,
     BwrapSandbox,
     find_bwrap,
@@ -35,8 +35,8 @@ from keel.sandbox._bwrap import (
     python_argv,
     python_env,
 )
-from keel.sandbox._common import Identity
-from keel.sandbox._python import PythonLayout
+from keel.sandbox.probe._common import Identity
+from keel.sandbox.probe._python import PythonLayout
 
 if os.geteuid() != 0:
     pytest.skip("running as the sandbox uid needs root", allow_module_level=True)
@@ -575,7 +575,7 @@ def test_the_layout_reads_an_import_root_by_the_sandbox_uids_owner_or_group_bits
     root.mkdir()
     os.chown(root, owner, group)
     root.chmod(mode)
-    monkeypatch.setattr("keel.sandbox._python.import_roots", lambda: (str(root),))
+    monkeypatch.setattr("keel.sandbox.probe._python.import_roots", lambda: (str(root),))
     _python.python_layout.cache_clear()
     try:
         layout = BwrapSandbox(config(), fake, NOBODY).python()

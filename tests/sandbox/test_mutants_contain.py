@@ -1,4 +1,4 @@
-"""Mutation-testing survivors of ``keel.sandbox.contain`` (issue 14, tests/MUTATION.md).
+"""Mutation-testing survivors of ``keel.sandbox.exec.contain`` (issue 14, tests/MUTATION.md).
 
 ``exec_backend`` reads the cached bwrap verdict unless asked to refresh it, for the backend
 asked for: a cached verdict that bwrap fails must give the same answer as ``keel exec``.
@@ -10,8 +10,8 @@ import marshal
 import sys
 from pathlib import Path
 
-from keel.sandbox._exec_select import CACHE_NAME, _key
-from keel.sandbox.contain import LAUNCHER, exec_argv, exec_backend
+from keel.sandbox.exec._select import CACHE_NAME, _key
+from keel.sandbox.exec.contain import LAUNCHER, exec_argv, exec_backend
 
 
 def _cache_a_failing_bwrap(state: Path) -> None:

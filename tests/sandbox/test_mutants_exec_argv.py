@@ -1,6 +1,6 @@
 """keel exec's bwrap command line, in process: mount order, system mounts, argv, descriptors.
 
-Pins what ``keel.sandbox._exec_bwrap`` hands bwrap (every flag and its place: a reordered or
+Pins what ``keel.sandbox.exec._bwrap`` hands bwrap (every flag and its place: a reordered or
 misspelt mount is a hole or a failed start), and the small descriptor helpers around it.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from keel.sandbox import _exec_bwrap as eb
-from keel.sandbox._view import View, etc_mirror
+from keel.sandbox.exec import _bwrap as eb
+from keel.sandbox.exec._view import View, etc_mirror
 
 
 def _view(etc: tuple[str, ...]) -> View:
@@ -249,7 +249,7 @@ def test_data_fd_is_an_anonymous_file_at_offset_zero() -> None:
 def test_bwrap_runs_the_argv(tmp_path: Path) -> None:
     """The pinned command line works and confines by effect: read-only ``/``, ``/proc`` and
     inner binds, a writable workspace, a 1777 ``/tmp``, bwrap's status on the status fd."""
-    from keel.sandbox._seccomp import seccomp_blob
+    from keel.sandbox.os._seccomp import seccomp_blob
 
     ws = tmp_path / "ws"
     (ws / "ro").mkdir(parents=True)

@@ -1,6 +1,6 @@
 """``user_mounts``: the exact bwrap mounts and descriptors of HOME, view, workspace and controls.
 
-In-process, so mutmut mutates ``keel.sandbox._exec_bwrap.user_mounts`` (``keel exec`` runs it
+In-process, so mutmut mutates ``keel.sandbox.exec._bwrap.user_mounts`` (``keel exec`` runs it
 only in a subprocess). Each queued mount is pinned as ``(kind order, destination, arguments)``
 in the order ``user_mounts`` adds it, with the descriptors bwrap must inherit.
 """
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from keel.sandbox._control import Scan
-from keel.sandbox._exec_bwrap import PROXY_MOUNT, Mounts, system_args, user_mounts
-from keel.sandbox._view import View
+from keel.sandbox.exec._bwrap import PROXY_MOUNT, Mounts, system_args, user_mounts
+from keel.sandbox.exec._control import Scan
+from keel.sandbox.exec._view import View
 
 ROOT = "/work/ws"
 HOME = "/home/dev"

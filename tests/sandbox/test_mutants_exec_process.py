@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from keel.sandbox import _exec_bwrap as eb
+from keel.sandbox.exec import _bwrap as eb
 
 ENV = {"PATH": "/usr/bin:/bin"}
 SLEEP = ("/bin/sleep", "60")  # long-lived: every test kills it long before it ends

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 import keel.sandbox
 from keel.cli.sandbox import register
 from keel.config import SandboxConfig, parse_config
-from keel.errors import SandboxError
+from keel.core.errors import SandboxError
 from keel.sandbox import (
     BackendStatus,
     Sandbox,
@@ -23,8 +23,8 @@ from keel.sandbox import (
     get_sandbox,
     read_artifact,
 )
-from keel.sandbox._detect import select_backend
-from keel.sandbox.testing import FunctionSandbox, SandboxCall, result
+from keel.sandbox.probe._detect import select_backend
+from keel.sandbox.probe.testing import FunctionSandbox, SandboxCall, result
 
 
 def statuses(**available: bool) -> dict[str, BackendStatus]:
@@ -133,7 +133,7 @@ def test_unsafe_exec_mode_uses_a_scratch_copy(host: Host) -> None:
 def test_run_python_selftest(host: Host, backend: str) -> None:
     sandbox = make_sandbox(backend)
     probe = sandbox.run_python(
-        "keel.sandbox._selftest", workspace=host.workspace, timeout=60, stdin=b"ping"
+        "keel.sandbox.probe._selftest", workspace=host.workspace, timeout=60, stdin=b"ping"
     )
     assert probe.exit_code == 0, probe.stderr.decode()
     info = json.loads(probe.stdout)
@@ -144,7 +144,7 @@ def test_run_python_selftest(host: Host, backend: str) -> None:
     assert info["cwd"] == ("/workspace" if backend == "bwrap" else str(host.workspace))
     assert not info["executable"].startswith("/root")
     exec_run = sandbox.run_python(
-        "keel.sandbox._selftest", workspace=host.workspace, mode="exec", timeout=60
+        "keel.sandbox.probe._selftest", workspace=host.workspace, mode="exec", timeout=60
     )
     assert json.loads(exec_run.stdout)["can_write_workspace"] is True
 
@@ -155,7 +155,7 @@ def test_run_python_ignores_modules_planted_in_the_workspace(host: Host) -> None
     planted.mkdir()
     (planted / "__init__.py").write_text("raise SystemExit('planted keel imported')\n")
     (host.workspace / "json.py").write_text("raise SystemExit('planted json imported')\n")
-    done = sandbox.run_python("keel.sandbox._selftest", workspace=host.workspace, timeout=60)
+    done = sandbox.run_python("keel.sandbox.probe._selftest", workspace=host.workspace, timeout=60)
     assert done.exit_code == 0, done.stderr.decode()
 
 

@@ -5,7 +5,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-from keel.sandbox._python import mirror_import_roots
+from keel.sandbox.probe._python import mirror_import_roots
 
 
 def test_mirror_is_world_readable_importable_and_reused(workdir: Path) -> None:

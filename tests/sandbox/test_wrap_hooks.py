@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from exec_helpers import KEEL, SECRET, Box
 
-from keel.adapters.install import default_keel_command
+from keel.hook.install import default_keel_command
 from keel.journal import open_journal
 
 pytestmark = pytest.mark.usefixtures("bwrap_box")

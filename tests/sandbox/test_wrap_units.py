@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from keel.daemon.server import parse_request
-from keel.hookpath import MAGIC
-from keel.sandbox._exec import PROXY_PORT, ExecRefused
-from keel.sandbox._wrap import Wrap, host_entry, wrap_spec
-from keel.sandbox._wrap_clients import client_profile, detect_client, install_roots, url_host_port
-from keel.sandbox._wrap_decide import pin_environment
-from keel.sandbox._wrap_state import ClientState
+from keel.hook.main import MAGIC
+from keel.hook.server import parse_request
+from keel.sandbox.exec._exec import PROXY_PORT, ExecRefused
+from keel.sandbox.wrap._clients import client_profile, detect_client, install_roots, url_host_port
+from keel.sandbox.wrap._decide import pin_environment
+from keel.sandbox.wrap._state import ClientState
+from keel.sandbox.wrap._wrap import Wrap, host_entry, wrap_spec
 
 
 @pytest.mark.parametrize(
@@ -137,7 +137,7 @@ def test_the_proxy_check_allows_the_wrap_hosts_then_asks_the_policy(tmp_path: Pa
 
 @pytest.mark.parametrize("rel", ["", ".ssh", "ws", "ws/sub", "state", ".local"])
 def test_state_that_overlaps_a_secret_or_the_workspace_is_refused(tmp_path: Path, rel: str) -> None:
-    from keel.sandbox._wrap_clients import ClientProfile
+    from keel.sandbox.wrap._clients import ClientProfile
 
     home, ws, state = tmp_path, tmp_path / "ws", tmp_path / "state"
     for path in (ws / "sub", state, home / ".ssh"):
@@ -149,7 +149,7 @@ def test_state_that_overlaps_a_secret_or_the_workspace_is_refused(tmp_path: Path
 
 
 def test_guarded_keys_are_put_back_and_the_rest_kept(tmp_path: Path) -> None:
-    from keel.sandbox._wrap_clients import ClientProfile
+    from keel.sandbox.wrap._clients import ClientProfile
 
     home, ws = tmp_path / "home", tmp_path / "ws"
     ws.mkdir()
@@ -174,7 +174,7 @@ def test_guarded_keys_are_put_back_and_the_rest_kept(tmp_path: Path) -> None:
 
 
 def test_a_settings_link_that_changed_is_put_back(tmp_path: Path) -> None:
-    from keel.sandbox._wrap_clients import ClientProfile
+    from keel.sandbox.wrap._clients import ClientProfile
 
     home = tmp_path / "home"
     claude = home / ".claude"
@@ -215,7 +215,7 @@ def test_requests_get_the_hosts_state_variables(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_a_guard_inside_keel_wrap_judges_as_contained_and_never_rewrites(tmp_path: Path) -> None:
-    from keel.calls import ToolCall, ToolResult
+    from keel.core.calls import ToolCall, ToolResult
     from keel.guard import Guard
 
     guard = Guard.open(tmp_path, session_id="w", inside_sandbox=True, checkpoints=False)
@@ -231,7 +231,7 @@ def test_a_guard_inside_keel_wrap_judges_as_contained_and_never_rewrites(tmp_pat
 
 @pytest.mark.parametrize("left", [b"", b"not json", b"[" * 100000])
 def test_a_state_file_left_unreadable_goes_back_whole(tmp_path: Path, left: bytes) -> None:
-    from keel.sandbox._wrap_clients import ClientProfile
+    from keel.sandbox.wrap._clients import ClientProfile
 
     home = tmp_path / "home"
     home.mkdir()

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from keel.errors import WorkspaceError
-from keel.events import DataPayload, Event
+from keel.core.errors import WorkspaceError
+from keel.core.events import DataPayload, Event
 from keel.journal import MemoryJournal, open_journal
 from keel.workspace import (
     CheckpointHealth,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from keel.errors import UserError, WorkspaceError
+from keel.core.errors import UserError, WorkspaceError
 from keel.journal import MemoryJournal
 from keel.workspace import Checkpoints
 

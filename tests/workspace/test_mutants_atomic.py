@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from keel.errors import WorkspaceError
+from keel.core.errors import WorkspaceError
 from keel.workspace import _atomic
 from keel.workspace._atomic import FileTransaction
 

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from keel.errors import UserError, WorkspaceError
-from keel.events import CheckpointPayload, Event
+from keel.core.errors import UserError, WorkspaceError
+from keel.core.events import CheckpointPayload, Event
 from keel.journal import MemoryJournal
-from keel.sandbox._registry import Registration
+from keel.sandbox.os._registry import Registration
 from keel.workspace import (
     Checkpoint,
     Checkpoints,

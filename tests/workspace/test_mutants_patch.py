@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 import pytest
 
-from keel.decision import Decision
-from keel.errors import KeelError, PatchError
-from keel.events import CheckpointPayload, Event
+from keel.core.decision import Decision
+from keel.core.errors import KeelError, PatchError
+from keel.core.events import CheckpointPayload, Event
 from keel.journal import MemoryJournal
 from keel.workspace import patch as patch_mod
 from keel.workspace.patch import apply_patch, parse_patch

@@ -14,9 +14,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from keel.adapters.runner import HookOptions, run_hook
 from keel.cli.workspace import register
-from keel.errors import WorkspaceError
+from keel.core.errors import WorkspaceError
+from keel.hook.runner import HookOptions, run_hook
 from keel.init import init_workspace
 from keel.workspace import Checkpoints
 from keel.workspace.checkpoints import Checkpoint, _agent_intervals

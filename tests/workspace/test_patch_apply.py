@@ -9,8 +9,8 @@ from typing import Literal
 
 import pytest
 
-from keel.decision import Decision
-from keel.errors import PatchError
+from keel.core.decision import Decision
+from keel.core.errors import PatchError
 from keel.workspace import _atomic
 from keel.workspace.patch import apply_patch, parse_patch
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from keel.errors import PatchError
+from keel.core.errors import PatchError
 from keel.journal import MemoryJournal
 from keel.workspace.patch import apply_patch
 

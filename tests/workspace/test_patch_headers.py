@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from keel.errors import PatchError
+from keel.core.errors import PatchError
 from keel.workspace.patch import apply_patch, parse_patch
 
 

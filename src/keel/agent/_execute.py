@@ -191,7 +191,7 @@ def run_command(
     argv: list[str] = ["bash", "-c", command]
     limit = timeout
     if contained:
-        from keel.sandbox.contain import exec_argv
+        from keel.sandbox.exec.contain import exec_argv
 
         argv = exec_argv(root, argv, timeout=timeout)
         limit += 5  # ``keel exec`` enforces ``timeout`` itself; this only backs it up
@@ -228,7 +228,7 @@ def apply_patch(
     root: Path, args: dict[str, Any], policy: Any, journal: Any, session: str, tool_use_id: str
 ) -> Outcome:
     """Apply a unified diff or Codex patch, all or nothing."""
-    from keel.errors import PatchError
+    from keel.core.errors import PatchError
     from keel.workspace.patch import apply_patch as apply
 
     try:
@@ -277,7 +277,7 @@ def run_plan(
                 "gathers evidence; change files with apply_patch or write_file in implement"
             )
             return PlanOutcome(failed(why), False, why)
-    from keel.errors import KeelError
+    from keel.core.errors import KeelError
 
     try:
         report = run(plan, workspace=root, config=config, journal=journal, session_id=session)

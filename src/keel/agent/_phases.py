@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from keel.agent._tools import CONTROL_TOOLS, WRITE_TOOLS, argument_problem
-from keel.calls import ToolCall
-from keel.decision import Decision
+from keel.core.calls import ToolCall
+from keel.core.decision import Decision
 
 if TYPE_CHECKING:
     from keel.policy import Policy

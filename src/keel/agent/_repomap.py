@@ -25,8 +25,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from keel.core.root import state_dir
 from keel.models import CHARS_PER_TOKEN
-from keel.root import state_dir
 
 CACHE_NAME = "repomap.json"
 CACHE_FORMAT = 1

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from keel.agent._session import START_LABEL, RunResult, agent_config, new_session_id
-from keel.errors import KeelError
+from keel.core.errors import KeelError
 
 if TYPE_CHECKING:
     from keel.workspace import Checkpoints
@@ -51,7 +51,7 @@ def answer_by_rule(root: Path, task: str) -> RunResult | None:
 def run_tests(root: Path) -> RunResult:
     """Run the ``[gates] required`` commands, contained, journaled as gates."""
     from keel.agent._execute import run_command, shown
-    from keel.events import Event, GatePayload
+    from keel.core.events import Event, GatePayload
     from keel.guard import containment
     from keel.journal import open_journal
 

@@ -18,8 +18,8 @@ from typing import Any
 from keel.agent._loop import EXIT_CODES, Agent, AgentState, Ended, Outcome, View
 from keel.agent._phases import PhasePolicy, Phases, Transition
 from keel.config import KeelConfig, config_for
-from keel.errors import UsageError
-from keel.events import DataPayload
+from keel.core.errors import UsageError
+from keel.core.events import DataPayload
 from keel.guard import Guard
 from keel.models import Model, client_for, open_model
 
@@ -254,7 +254,7 @@ def _finish(root: Path, agent: Agent, ended: Ended) -> RunResult:
 
 def files_changed(root: Path, session_id: str) -> list[str]:
     """What changed since the session's first checkpoint (as ``keel diff --session``)."""
-    from keel.errors import KeelError
+    from keel.core.errors import KeelError
     from keel.workspace import Checkpoints
 
     try:

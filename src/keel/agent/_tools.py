@@ -1,7 +1,7 @@
 """The nine tools keel's agent offers the model: their schemas, and each call as a ``ToolCall``.
 
 Exactly these names and arguments; anything else is refused before it reaches a tool. A
-model's call becomes keel's canonical :class:`keel.calls.ToolCall` (a kind, paths, a command
+model's call becomes keel's canonical :class:`keel.core.calls.ToolCall` (a kind, paths, a command
 or a patch), so the guard, the policy and the monitor judge it as they judge any client's.
 """
 
@@ -11,9 +11,9 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from keel.calls import ToolCall, ToolKind
+from keel.core.calls import ToolCall, ToolKind
+from keel.core.patchtext import patch_paths
 from keel.models import Tool
-from keel.patchtext import patch_paths
 
 ToolName = Literal[
     "read_file",

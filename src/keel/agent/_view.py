@@ -44,11 +44,16 @@ class LiveView(View):
 
     def __init__(self) -> None:
         """Start the live display on stderr."""
+        from rich.console import Console
         from rich.live import Live
 
-        from keel.cli._common import make_console
+        from keel.core.color import color_off
 
-        self._live = Live(console=make_console(stderr=True), auto_refresh=False, transient=False)
+        # the rule of ``keel.cli._common.make_console`` (the agent sits below the command line)
+        console = Console(
+            stderr=True, color_system=None if color_off() else "auto", highlight=False
+        )
+        self._live = Live(console=console, auto_refresh=False, transient=False)
         self._live.start()
 
     def update(self, progress: Progress) -> None:

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from keel.errors import RunError, UsageError
-from keel.events import DataPayload, Event, GatePayload, ToolResultPayload
+from keel.core.errors import RunError, UsageError
+from keel.core.events import DataPayload, Event, GatePayload, ToolResultPayload
 from keel.models.testing import ReplayModel, pointer_diff
 
 REPLAY_KINDS = (

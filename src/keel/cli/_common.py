@@ -4,7 +4,7 @@ Output rules every command follows:
 
 - Colour only on a terminal: ``NO_COLOR`` (any non-empty value) and ``TERM=dumb`` turn it off,
   ``FORCE_COLOR`` turns it on off a terminal; piped output is plain text, no escape codes
-  (``keel._color``).
+  (``keel.core.color``).
 - Progress (a transient spinner with the elapsed time) goes to stderr, only on a terminal, and
   only once the work has taken ``PROGRESS_DELAY`` seconds.
 - ``--json`` prints exactly one JSON object on stdout per run; errors are
@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
 
 import typer
 
-# The colour rule lives in keel._color (standard library only, shared with the fast path of
+# The colour rule lives in keel.core.color (standard library only, shared with the fast path of
 # ``keel policy check``); the typer commands take it from here.
-from keel._color import DECISION_COLORS as DECISION_COLORS
-from keel._color import color_enabled as color_enabled
-from keel._color import paint as paint
-from keel._color import paint_decision as paint_decision
-from keel._color import paint_diff as paint_diff
-from keel.errors import KeelError, UsageError
-from keel.root import find_root
+from keel.core.color import DECISION_COLORS as DECISION_COLORS
+from keel.core.color import color_enabled as color_enabled
+from keel.core.color import paint as paint
+from keel.core.color import paint_decision as paint_decision
+from keel.core.color import paint_diff as paint_diff
+from keel.core.errors import KeelError, UsageError
+from keel.core.root import find_root
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -142,8 +142,9 @@ def make_console(*, stderr: bool = False) -> Console:
     """
     from rich.console import Console
 
-    off = bool(os.environ.get("NO_COLOR")) or os.environ.get("TERM") == "dumb"
-    return Console(stderr=stderr, color_system=None if off else "auto", highlight=False)
+    from keel.core.color import color_off
+
+    return Console(stderr=stderr, color_system=None if color_off() else "auto", highlight=False)
 
 
 def _is_tty(stream: TextIO) -> bool:

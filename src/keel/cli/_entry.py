@@ -8,7 +8,7 @@ The console script is not started isolated (``python -I``), so before anything e
 keeps the workspace out of what it imports later (``_isolate``): a caller's ``PYTHON*``
 variable that changes imports (``PYTHONPATH=.`` names the directory keel runs in, the
 agent's workspace) makes it start again under ``python -I`` through keel's launcher
-(``keel._isolated``), and the entry Python put first on ``sys.path`` (the script's directory,
+(``keel.core.isolated``), and the entry Python put first on ``sys.path`` (the script's directory,
 the current one under ``-c`` or ``-m``) is dropped. What the interpreter imported before
 ``main`` ran (``encodings``, ``keel`` itself) is beyond that: only ``python -I``, as in every
 command keel registers or starts itself, keeps ``PYTHONPATH`` from those.
@@ -67,7 +67,7 @@ def _restart_isolated() -> None:
     """
     import os
 
-    from keel._isolated import launcher_argv
+    from keel.core.isolated import launcher_argv
 
     argv = launcher_argv(*sys.argv[1:])
     for name, value in reversed(sys._xoptions.items()):  # pyright: ignore[reportPrivateUsage]
@@ -88,7 +88,7 @@ def _fast_policy_check(args: list[str]) -> int | None:
         workspace, args = args[0].partition("=")[2], args[1:]
     if args[:2] != ["policy", "check"]:
         return None
-    from keel.policy._fast import check_main
+    from keel.cli.policy_fast import check_main
 
     return check_main(args[2:], workspace)
 
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         _isolate()
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["hook"]:
-        from keel.hookpath import main as hook_main
+        from keel.hook.main import main as hook_main
 
         hook_main(args[1:])  # exits with 0 or 2 whatever happens (0 too for `keel hook -h`)
     if args[:1] == ["exec"]:
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 def _report(exc: Exception) -> int:
     """Print an error no command handled as ``keel: error: ... [code]``; the exit code."""
     from keel.cli._common import one_line
-    from keel.errors import KeelError, UsageError
+    from keel.core.errors import KeelError, UsageError
 
     if isinstance(exc, KeelError):
         message, code = exc.message, exc.code

@@ -27,8 +27,8 @@ def demo(
 ) -> None:
     """Show keel's main jobs on a generated sample repository (offline, no API key)."""
     from keel.cli._common import fail, make_console
+    from keel.core.errors import UsageError
     from keel.demo import SECTIONS, run_demo
-    from keel.errors import UsageError
 
     names = [name for name, _ in SECTIONS]
     unknown = [s for s in section or [] if s not in names]

@@ -17,7 +17,7 @@ from keel.cli._common import (
     print_json,
     workspace_root,
 )
-from keel.errors import KeelError, UsageError
+from keel.core.errors import KeelError, UsageError
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "red"}
 
@@ -48,8 +48,8 @@ def doctor(
     --json prints {"root", "ok", "quick", "workspace": [checks], "clients": [{"agent",
     "guarded", "checks"}]}, each check {"name", "status": ok|warn|fail, "detail", "fix"}.
     """
-    from keel.adapters.protocol import AGENTS
     from keel.doctor import diagnose
+    from keel.hook.protocol import AGENTS
 
     try:
         root = workspace_root(ctx, workspace)

@@ -2,7 +2,7 @@
 
 Dispatched by the console entry before typer and pydantic are imported (every contained shell
 call of an agent starts here); the arguments are parsed by hand. Exit codes are the command's,
-or those documented in ``keel.sandbox._exec`` (123 quarantined, 124 timeout, 125 cannot
+or those documented in ``keel.sandbox.exec._exec`` (123 quarantined, 124 timeout, 125 cannot
 contain, 126 emergency stop, 127 not found, 2 usage).
 """
 
@@ -92,12 +92,12 @@ def main(args: list[str]) -> int:
         return _usage(f"--backend must be auto, bwrap or landlock, not {backend!r}")
     if not command:
         return _usage("no command given")
-    from keel.sandbox._control import is_report_id
+    from keel.sandbox.exec._control import is_report_id
 
     report = options.get("report")
     if report is not None and not is_report_id(report):
         return _usage(f"--report must be 8 to 64 lower-case hex digits, not {report!r}")
-    from keel.sandbox._exec import ExecRefused, execute, final_code
+    from keel.sandbox.exec._exec import ExecRefused, execute, final_code
 
     try:
         outcome = execute(

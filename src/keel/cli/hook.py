@@ -1,6 +1,6 @@
 """``keel hook EVENT --agent claude|codex|gemini``: the entry point every agent hook calls.
 
-``keel.cli._entry`` dispatches ``keel hook ...`` to ``keel.hookpath.main`` before typer or
+``keel.cli._entry`` dispatches ``keel hook ...`` to ``keel.hook.main.main`` before typer or
 pydantic is imported; the hook launcher ``keel init`` registers calls it directly. This
 module keeps the typer registration (for ``keel --workspace DIR hook ...``) and ``main`` with
 a ``guard_factory``, the seam the client-dialect tests use to put a scripted guard behind the
@@ -19,7 +19,7 @@ from typing import Any
 
 def print_help() -> int:
     """Print the usage of ``keel hook`` (``keel hook -h``); the exit code, 0."""
-    from keel.hookpath import HELP, USAGE
+    from keel.hook.main import HELP, USAGE
 
     sys.stdout.write(USAGE + "\n" + HELP)
     sys.stdout.flush()
@@ -29,10 +29,10 @@ def print_help() -> int:
 def main(argv: list[str], guard_factory: Any = None) -> int:
     """Run one hook call: stdin in, the client's dialect out; returns the exit code.
 
-    Without ``guard_factory`` this is ``keel.hookpath.main``, which exits the process. With
+    Without ``guard_factory`` this is ``keel.hook.main.main``, which exits the process. With
     one, the call is decided in process by that factory's guard (no daemon).
     """
-    from keel import hookpath
+    from keel.hook import main as hookpath
 
     if guard_factory is None:
         hookpath.main(argv)
@@ -42,7 +42,7 @@ def main(argv: list[str], guard_factory: Any = None) -> int:
     except ValueError as exc:
         sys.stderr.write(f"keel hook: {exc}; blocked to be safe\n{hookpath.USAGE}\n")
         return 0 if "--fail-open" in argv else hookpath.BLOCK
-    from keel.adapters.runner import answer
+    from keel.hook.runner import answer
 
     data, _ = hookpath.read_stdin(args.deadline / 4)
     code, out, err = answer(
@@ -64,7 +64,7 @@ def register(app: Any) -> None:
     import typer
 
     def hook(ctx: typer.Context) -> None:
-        from keel.hookpath import is_help, run
+        from keel.hook.main import is_help, run
 
         args = list(ctx.args)
         if is_help(args):  # only alone: a real call with -h blocks

@@ -21,7 +21,7 @@ from keel.cli._common import (
     print_json,
     workspace_root,
 )
-from keel.errors import KeelError, UsageError, WorkspaceError
+from keel.core.errors import KeelError, UsageError, WorkspaceError
 
 
 def register(app: typer.Typer) -> None:
@@ -45,7 +45,7 @@ def run(
     ] = 600.0,
 ) -> None:
     """Serve the workspace's hook calls in the foreground until idle."""
-    from keel.daemon.server import preload, serve
+    from keel.hook.server import preload, serve
 
     if not 0 < idle < float("inf"):  # also refuses nan
         fail(UsageError(f"--idle must be a positive number of seconds, not {idle}"))
@@ -66,8 +66,8 @@ def status(ctx: typer.Context, workspace: WorkspaceOpt = None, as_json: JsonOpt 
 
     --json prints {"root", "running", "socket", "enabled"}.
     """
-    from keel.daemon.server import daemon_running, socket_path
-    from keel.hookpath import daemon_enabled as enabled
+    from keel.hook.main import daemon_enabled as enabled
+    from keel.hook.server import daemon_running, socket_path
 
     try:
         root = workspace_root(ctx, workspace)
@@ -90,7 +90,7 @@ def stop(ctx: typer.Context, workspace: WorkspaceOpt = None, as_json: JsonOpt = 
 
     --json prints {"root", "stopped"}: whether a running daemon was told to stop.
     """
-    from keel.daemon.server import stop_daemon
+    from keel.hook.server import stop_daemon
 
     try:
         root = workspace_root(ctx, workspace)

@@ -9,8 +9,8 @@ from typing import Annotated, Any
 import typer
 
 from keel.cli._common import JsonOpt, WorkspaceOpt, examples, fail, print_json, utf8_text
-from keel.errors import KeelError, UsageError
-from keel.root import find_root
+from keel.core.errors import KeelError, UsageError
+from keel.core.root import find_root
 
 DENY_RULES_NOTE = (
     "note: once keel rewrites an allowed command into `keel exec`, Claude Code's own deny and "
@@ -118,7 +118,7 @@ def init(
             return
         rules = None
         if agent and import_rules:
-            from keel.adapters.permissions import read_permissions
+            from keel.hook.permissions import read_permissions
 
             rules = read_permissions(root, agent)
         result = init_workspace(root, preset, force=force, scope=globs, rules=rules)
@@ -148,7 +148,7 @@ def init(
         if rules:
             _report_rules(out, rules, str(agent), written=result.wrote_config)
         if agent:
-            from keel.adapters.install import default_keel_command, install_hooks
+            from keel.hook.install import default_keel_command, install_hooks
 
             paths = install_hooks(root, agent, keel_command=default_keel_command(), local=local)
             out.data["hooks"] = [str(p) for p in paths]
@@ -170,7 +170,7 @@ def _finish(out: _Report, root: Path, agent: str | None) -> None:
 
 
 def _check_options(agent: str | None, *, remove: bool, local: bool, trust: bool) -> None:
-    from keel.adapters.protocol import AGENTS
+    from keel.hook.protocol import AGENTS
 
     if agent is not None and agent not in AGENTS:
         raise UsageError(f"unknown agent {agent!r}; choose one of {', '.join(AGENTS)}")
@@ -187,7 +187,7 @@ def _check_options(agent: str | None, *, remove: bool, local: bool, trust: bool)
 
 
 def _remove(out: _Report, root: Path, agent: str) -> None:
-    from keel.adapters.install import remove_hooks, settings_files
+    from keel.hook.install import remove_hooks, settings_files
 
     removed = remove_hooks(root, agent)
     out.data["removed"] = [str(p) for p in removed]
@@ -199,7 +199,7 @@ def _remove(out: _Report, root: Path, agent: str) -> None:
 
 
 def _report_rules(out: _Report, rules: object, agent: str, *, written: bool) -> None:
-    from keel.adapters.permissions import TIERS, PermissionImport
+    from keel.hook.permissions import TIERS, PermissionImport
     from keel.init import command_array
 
     assert isinstance(rules, PermissionImport)
@@ -237,7 +237,7 @@ def _report_rules(out: _Report, rules: object, agent: str, *, written: bool) -> 
 
 
 def _register(out: _Report, root: Path, agent: str | None) -> None:
-    from keel.userstate import register_workspace
+    from keel.core.userstate import register_workspace
 
     try:
         register_workspace(str(root), agent)
@@ -246,8 +246,8 @@ def _register(out: _Report, root: Path, agent: str | None) -> None:
 
 
 def _codex_trust(out: _Report, root: Path, trust: bool) -> None:
-    from keel.adapters.codex_config import codex_config_path, hook_reviews, trust_project
-    from keel.adapters.codex_config import project_trust as trust_of
+    from keel.hook.codex_config import codex_config_path, hook_reviews, trust_project
+    from keel.hook.codex_config import project_trust as trust_of
 
     if trust:
         done = trust_project(root)

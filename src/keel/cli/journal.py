@@ -32,8 +32,8 @@ from keel.cli._common import (
     read_only_journal,
     workspace_root,
 )
-from keel.errors import JournalError, KeelError, UsageError
-from keel.events import Event
+from keel.core.errors import JournalError, KeelError, UsageError
+from keel.core.events import Event
 from keel.journal import journal_path, verify_journal
 
 T = TypeVar("T")

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from keel.cli._common import JsonOpt, WorkspaceOpt, examples, fail, print_json, workspace_root
-from keel.errors import KeelError
+from keel.core.errors import KeelError
 
 FORMATS = ("auto", "keel", "claude", "codex", "mini-swe-agent", "swe-agent")
 
@@ -75,7 +75,7 @@ def scan(
     be read or is in no known format; 2 for usage errors.
     """
     from keel.config import config_for
-    from keel.errors import UsageError
+    from keel.core.errors import UsageError
     from keel.monitor.scan import fail_level, render_text, scan_file
 
     if format not in FORMATS:

@@ -19,7 +19,7 @@ from keel.cli._common import (
     progress,
     workspace_root,
 )
-from keel.errors import KeelError, UsageError
+from keel.core.errors import KeelError, UsageError
 
 FileArg = Annotated[Path, typer.Argument(help="The plan (JSON).", show_default=False)]
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from keel.cli._common import JsonOpt, WorkspaceOpt, examples, fail, print_json, workspace_root
-from keel.errors import KeelError, UsageError
+from keel.core.errors import KeelError, UsageError
 
 
 def register(sub: typer.Typer) -> None:
@@ -91,7 +91,7 @@ def draft(
 
 
 def _draft(task: str, client: Any, config: Any, root: Path, rounds: int, *, quiet: bool) -> Any:
-    from keel.models.draft import DraftRound, draft_plan
+    from keel.plan.draft import DraftRound, draft_plan
 
     def progress(done: DraftRound) -> None:
         if quiet:
@@ -104,7 +104,7 @@ def _draft(task: str, client: Any, config: Any, root: Path, rounds: int, *, quie
 
 
 def _report(result: Any, out: Path | None, as_json: bool, run: bool) -> int:
-    from keel.models.draft import plan_text
+    from keel.plan.draft import plan_text
 
     if result.ok and out is not None:
         try:

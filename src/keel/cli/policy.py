@@ -22,7 +22,7 @@ from keel.cli._common import (
     print_json,
     workspace_root,
 )
-from keel.errors import KeelError, UsageError
+from keel.core.errors import KeelError, UsageError
 
 PresetOpt = Annotated[
     str | None, typer.Option("--preset", help="Use this preset (developer, strict, readonly).")
@@ -86,7 +86,7 @@ def check(
 
     --json prints {"decision", "rule", "reason", "suggestion"}.
     """
-    from keel.policy._fast import CheckRequest, run_check
+    from keel.cli.policy_fast import CheckRequest, run_check
 
     words = list(command or [])
     if words and words[0] == "--":

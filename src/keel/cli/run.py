@@ -20,7 +20,7 @@ from keel.cli._common import (
     resolve_session_id,
     workspace_root,
 )
-from keel.errors import KeelError, UsageError
+from keel.core.errors import KeelError, UsageError
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -17,7 +17,7 @@ from keel.cli._common import (
     print_json,
     workspace_root,
 )
-from keel.errors import KeelError
+from keel.core.errors import KeelError
 
 sandbox_app = typer.Typer(
     name="sandbox",
@@ -87,7 +87,7 @@ def run(
 ) -> None:
     """Run a command in the sandbox with the workspace at /workspace; exit with its code."""
     from keel.config import config_for
-    from keel.errors import UsageError
+    from keel.core.errors import UsageError
     from keel.sandbox import BACKENDS, get_sandbox
 
     if mode not in ("probe", "exec"):
@@ -118,7 +118,7 @@ def run(
 
 def _journal_unsafe(root: Path, command: list[str]) -> None:
     """Record that a command ran with no isolation, and say so on stderr."""
-    from keel.events import DataPayload, Event
+    from keel.core.events import DataPayload, Event
     from keel.journal import open_journal
 
     sys.stderr.write("keel: WARNING: no sandbox works here; running UNSANDBOXED\n")

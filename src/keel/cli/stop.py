@@ -16,7 +16,7 @@ from keel.cli._common import (
     utf8_text,
     workspace_root,
 )
-from keel.errors import KeelError, UsageError
+from keel.core.errors import KeelError, UsageError
 
 
 def register(app: typer.Typer) -> None:

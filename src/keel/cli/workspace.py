@@ -2,7 +2,7 @@
 
 ``--json`` prints one object: ``checkpoint create`` the checkpoint, ``checkpoint list``
 ``{"checkpoints": [...]}``, ``diff`` ``{"checkpoint", "changes", "outside_scope", "patch",
-"prompt_files"}`` (the changed prompt files of future agent sessions, ``keel.protected``),
+"prompt_files"}`` (the changed prompt files of future agent sessions, ``keel.core.protected``),
 ``rollback`` ``{"dry_run", "target", "undo", "after", "restored", "deleted", "overwritten",
 "kept"}``, ``patch apply`` the applied (or checked) patch.
 """
@@ -33,7 +33,7 @@ from keel.cli._common import (
     utf8_text,
     workspace_root,
 )
-from keel.errors import KeelError, UsageError
+from keel.core.errors import KeelError, UsageError
 
 if TYPE_CHECKING:
     from keel.workspace import Checkpoints
@@ -182,7 +182,7 @@ def diff(
             result = cps.diff(target, patch=not (stat or outside_scope), in_scope=in_scope)
     except KeelError as err:
         fail(err, as_json=as_json)
-    from keel.protected import prompt_paths
+    from keel.core.protected import prompt_paths
 
     prompts = prompt_paths([c.path for c in result.changes])
     if as_json:

@@ -122,9 +122,9 @@ def _run(
 
 
 def _failed(exc: Exception) -> int:
-    """Report ``exc`` in one line; the exit code (``keel.errors`` is imported only now)."""
-    from keel.errors import KeelError
-    from keel.sandbox.contain import EXIT_REFUSED, EXIT_UNAVAILABLE
+    """Report ``exc`` in one line; the exit code (``keel.core.errors`` is imported only now)."""
+    from keel.core.errors import KeelError
+    from keel.sandbox.exec.contain import EXIT_REFUSED, EXIT_UNAVAILABLE
 
     if not isinstance(exc, KeelError):  # fail closed: a bug here never runs the client
         sys.stderr.write(
@@ -140,7 +140,7 @@ def _failed(exc: Exception) -> int:
 def _default_root() -> str:
     import os
 
-    from keel.sandbox._exec import find_root
+    from keel.sandbox.exec._exec import find_root
 
     return find_root(os.getcwd())
 

@@ -19,7 +19,7 @@ SECRET = "DEMO-SECRET-not-a-real-key"
 
 def run(console: Console, base: Path) -> None:
     """Run a few commands through ``keel exec`` and show that only the workspace changes."""
-    from keel.sandbox.contain import exec_argv, exec_backend
+    from keel.sandbox.exec.contain import exec_argv, exec_backend
 
     backend, reason = exec_backend()
     if backend is None:

@@ -8,8 +8,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from keel.calls import ToolCall
-from keel.decision import Decision
+from keel.core.calls import ToolCall
+from keel.core.decision import Decision
 from keel.guard import Guard
 from keel.init import init_workspace
 from keel.lifecycle import emergency_resume, emergency_stop

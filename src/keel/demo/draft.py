@@ -16,12 +16,12 @@ from typing import Any
 from rich.console import Console
 
 from keel.config import KeelConfig
-from keel.errors import SandboxError
-from keel.events import DataPayload
+from keel.core.errors import SandboxError
+from keel.core.events import DataPayload
 from keel.journal import open_journal
 from keel.models import client_for, open_model
-from keel.models.draft import DraftRound, draft_plan
 from keel.plan import default_policy, run_plan, sandboxed_runner
+from keel.plan.draft import DraftRound, draft_plan
 
 TASK = "report the database host in config.yaml"
 SESSION = "demo-draft"

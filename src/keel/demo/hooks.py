@@ -14,8 +14,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from keel._isolated import launcher_argv
-from keel.adapters.install import default_keel_command, install_hooks
+from keel.core.isolated import launcher_argv
+from keel.hook.install import default_keel_command, install_hooks
 from keel.init import init_workspace
 
 SESSION = "demo-hooks-0001"

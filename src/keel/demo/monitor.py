@@ -15,8 +15,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from keel.calls import ToolCall, ToolResult
 from keel.config import config_for
+from keel.core.calls import ToolCall, ToolResult
 from keel.journal import open_journal
 from keel.monitor import Monitor
 

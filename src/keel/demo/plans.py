@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from keel.config import KeelConfig
-from keel.errors import SandboxError
+from keel.core.errors import SandboxError
 from keel.plan import PlanReport, SandboxedRunner, run_plan
 from keel.plan.examples import load_example
 

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
 
-from keel.errors import PatchError
+from keel.core.errors import PatchError
 from keel.journal import open_journal
 from keel.workspace import Checkpoints
 from keel.workspace.patch import apply_patch

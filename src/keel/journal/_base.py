@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self
 
-from keel.errors import JournalError, KeelError
-from keel.events import Event, canonical_json
+from keel.core.errors import JournalError, KeelError
+from keel.core.events import Event, canonical_json
 
 HASH_ALGORITHM = "hmac-sha256"
 HASH_PREFIX = f"{HASH_ALGORITHM}:"

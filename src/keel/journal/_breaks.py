@@ -24,8 +24,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from keel.errors import JournalError
-from keel.events import DataPayload, Event
+from keel.core.errors import JournalError
+from keel.core.events import DataPayload, Event
 from keel.journal._base import BREAK_KIND, BREAK_SESSION, Row
 from keel.journal._head import Finding
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from keel.userstate import user_state_dir
+from keel.core.userstate import user_state_dir
 
 HEADS_DIR = "heads"
 RECORD_SIZE = 512

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from keel.errors import JournalError
+from keel.core.errors import JournalError
 from keel.journal._base import Problem
 from keel.journal._breaks import JournalHealth
 from keel.journal._head import RecordedHead, head_path, n_events, read_head, unreadable

@@ -16,8 +16,8 @@ import errno
 import os
 from pathlib import Path
 
-from keel.errors import JournalError
-from keel.userstate import ensure_user_state_dir, user_state_dir
+from keel.core.errors import JournalError
+from keel.core.userstate import ensure_user_state_dir, user_state_dir
 
 KEY_FILE = "journal.key"
 KEY_BYTES = 32

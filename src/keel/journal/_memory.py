@@ -11,8 +11,8 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any, Self
 
-from keel.errors import AlreadyAnswered
-from keel.events import Event
+from keel.core.errors import AlreadyAnswered
+from keel.core.events import Event
 from keel.journal._base import (
     Chain,
     Problem,

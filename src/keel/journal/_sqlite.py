@@ -34,8 +34,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
-from keel.errors import AlreadyAnswered, JournalError
-from keel.events import Event
+from keel.core.errors import AlreadyAnswered, JournalError
+from keel.core.events import Event
+from keel.core.root import STATE_DIR, ensure_state_dir, state_dir
 from keel.journal import _migrations
 from keel.journal._base import (
     BREAK_KIND,
@@ -74,7 +75,6 @@ from keel.journal._head import (
     write_head,
 )
 from keel.journal._key import journal_key, key_path, read_key
-from keel.root import STATE_DIR, ensure_state_dir, state_dir
 
 T = TypeVar("T")
 

@@ -1,6 +1,6 @@
 """Exporting journal events: JSON Lines, and OpenTelemetry OTLP/JSON traces.
 
-``jsonl`` writes one canonical event per line; :meth:`keel.events.Event.from_json` reads each
+``jsonl`` writes one canonical event per line; :meth:`keel.core.events.Event.from_json` reads each
 back into an equal event.
 
 ``otlp-json`` maps each session onto the OpenTelemetry GenAI semantic conventions (see the
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO, assert_never
 
 from keel import __version__
-from keel.events import (
+from keel.core.events import (
     CheckpointPayload,
     DataPayload,
     DecisionPayload,
@@ -267,9 +267,9 @@ class _SessionTrace:
                 "gen_ai.security.policy.id": decision.rule,
                 "gen_ai.security.decision.reason": decision.reason,
                 "langfuse.observation.type": "guardrail",
-                "keel.decision": decision.decision,
-                "keel.decision.suggestion": decision.suggestion,
-                "keel.decision.subject": decision.subject,
+                "keel.core.decision": decision.decision,
+                "keel.core.decision.suggestion": decision.suggestion,
+                "keel.core.decision.subject": decision.subject,
             },
         )
 
@@ -321,7 +321,7 @@ def _summary_attrs(event: Event) -> dict[str, Any]:
     payload = event.payload
     match payload:
         case StopPayload():
-            return {"keel.stop.reason": payload.reason, "keel.stop.by": payload.by}
+            return {"keel.core.stop.reason": payload.reason, "keel.core.stop.by": payload.by}
         case CheckpointPayload():
             return {
                 "keel.checkpoint.id": payload.checkpoint_id,

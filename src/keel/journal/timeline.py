@@ -18,8 +18,8 @@ from collections.abc import Collection, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, assert_never
 
-from keel.errors import UsageError, UserError
-from keel.events import (
+from keel.core.errors import UsageError, UserError
+from keel.core.events import (
     CheckpointPayload,
     DataPayload,
     DecisionPayload,

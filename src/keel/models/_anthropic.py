@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from keel.errors import ModelError
+from keel.core.errors import ModelError
 from keel.models._base import ModelInfo, StructuredMode
 from keel.models._redact import register_secret, safe_url
 from keel.models._sdkerrors import call_sdk

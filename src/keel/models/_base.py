@@ -1,7 +1,7 @@
 """The model seam: a ``Model`` answers one :class:`ModelRequest` with one :class:`ModelResponse`.
 
 A backend does only the translation: keel's request to its API, the API's answer (or error)
-back. It raises :class:`keel.errors.ModelError` for every failure, with ``retryable`` set for
+back. It raises :class:`keel.core.errors.ModelError` for every failure, with ``retryable`` set for
 those worth another attempt (429, 5xx, connection errors, timeouts). Retries, budgets, token
 and cost accounting and the journal are done once, for every backend, by
 :class:`keel.models.ModelClient`. Test doubles are in :mod:`keel.models.testing`.

@@ -16,7 +16,7 @@
    (``model.response``): content, tool calls, finish reason, usage, cost, latency, attempts;
    or the error when every attempt failed.
 
-Both events carry the session's trace id (:func:`keel.events.trace_id_for`); the response's
+Both events carry the session's trace id (:func:`keel.core.events.trace_id_for`); the response's
 parent span is the request's. Everything written passes :func:`keel.models._redact.scrub`.
 """
 
@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from keel.errors import BudgetExceeded, ModelError
-from keel.events import DataPayload, Event, canonical_json, new_span_id, trace_id_for
+from keel.core.errors import BudgetExceeded, ModelError
+from keel.core.events import DataPayload, Event, canonical_json, new_span_id, trace_id_for
 from keel.models._base import Model
 from keel.models._redact import safe_url, scrub
 from keel.models._types import ModelRequest, ModelResponse, Usage

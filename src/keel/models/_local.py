@@ -23,7 +23,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from keel.errors import ModelError
+from keel.core.errors import ModelError
 from keel.models._base import ModelInfo, StructuredMode
 from keel.models._openai import parse_chat
 from keel.models._types import Message, ModelRequest, ModelResponse

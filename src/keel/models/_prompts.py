@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from keel.errors import ModelError
+from keel.core.errors import ModelError
 from keel.models._types import TemplateUse
 
 _FRONT = re.compile(r"\A---\n(.*?)\n---\n", re.S)

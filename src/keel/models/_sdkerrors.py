@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from keel.errors import ModelError
+from keel.core.errors import ModelError
 from keel.models._base import ModelInfo
 from keel.models._redact import scrub_text
 

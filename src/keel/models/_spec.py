@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from keel.errors import ModelError, UsageError
+from keel.core.errors import ModelError, UsageError
 from keel.models._base import Model, Provider, StructuredMode
 from keel.models._client import Budget, EventSink, ModelClient, Prices, Retry
 from keel.models._types import Sampling
 
 if TYPE_CHECKING:
-    from keel.settings import ModelSettings
+    from keel.core.settings import ModelSettings
 
 BACKENDS: tuple[str, ...] = ("openai", "anthropic", "local", "script", "replay")
 NO_KEY = "keel-no-key"

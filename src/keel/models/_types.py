@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from keel.events import canonical_json
+from keel.core.events import canonical_json
 
 Role = Literal["system", "user", "assistant", "tool"]
 ToolChoice = Literal["auto", "required", "none"] | str

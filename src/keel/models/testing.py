@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from keel.errors import ModelError
-from keel.events import DataPayload, Event
+from keel.core.errors import ModelError
+from keel.core.events import DataPayload, Event
 from keel.models._base import ModelInfo
 from keel.models._types import (
     Message,

@@ -11,13 +11,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from keel.core.patchtext import patch_paths
 from keel.monitor._context import Seen
 from keel.monitor._state import EDIT, POLL, READ, TEST, WRITES, CallEntry
 from keel.monitor._text import call_key, describe
-from keel.patchtext import patch_paths
 
 if TYPE_CHECKING:
-    from keel.calls import ToolCall, ToolResult
+    from keel.core.calls import ToolCall, ToolResult
     from keel.monitor._context import Context
     from keel.monitor._state import MonitorState
 

@@ -18,10 +18,10 @@ from keel.monitor._text import relative_to
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from keel.calls import ToolCall, ToolResult
-    from keel.decision import GuidanceLevel
+    from keel.core.calls import ToolCall, ToolResult
+    from keel.core.decision import GuidanceLevel
+    from keel.core.settings import Settings
     from keel.policy._facts import CommandFacts
-    from keel.settings import Settings
 
     FactsReader = Callable[[str, str | None], CommandFacts]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from keel.calls import TOOL_KINDS, ToolCall, ToolResult
+from keel.core.calls import TOOL_KINDS, ToolCall, ToolResult
 
 if TYPE_CHECKING:
-    from keel.events import Event, ToolCallPayload, ToolResultPayload
+    from keel.core.events import Event, ToolCallPayload, ToolResultPayload
 
 _PATCH_KEYS = ("patch", "input", "command")
 

@@ -1,4 +1,4 @@
-"""The guidance ladder: hint → correct → replan → stop (``keel.decision.GUIDANCE_LEVELS``).
+"""The guidance ladder: hint → correct → replan → stop (``keel.core.decision.GUIDANCE_LEVELS``).
 
 After guidance a detector has ``cooldown_steps`` calls of grace: a detection within it is
 silent unless it is more severe (a pre-call detection at correct or above still denies the
@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal, assert_never
 
-from keel.decision import GUIDANCE_LEVELS, GUIDANCE_RANK, Guidance
+from keel.core.decision import GUIDANCE_LEVELS, GUIDANCE_RANK, Guidance
 from keel.monitor._state import READ, Diagnostic
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from keel.decision import GuidanceLevel
+    from keel.core.decision import GuidanceLevel
     from keel.monitor._context import Context, Finding
     from keel.monitor._state import MonitorState
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from keel.calls import ToolCall, ToolResult
-from keel.decision import Guidance
-from keel.events import (
+from keel.core.calls import ToolCall, ToolResult
+from keel.core.decision import Guidance
+from keel.core.events import (
     DataPayload,
     Event,
     GatePayload,
@@ -35,8 +35,8 @@ from keel.monitor.detectors.drift import plan_steps, set_plan
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from keel.core.settings import Settings
     from keel.monitor._context import FactsReader
-    from keel.settings import Settings
 
 _DRAIN_CAP = 256
 Outcome = tuple[list[Diagnostic], Guidance | None]

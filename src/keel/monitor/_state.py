@@ -13,9 +13,9 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, NamedTuple, get_args
 
-from keel.decision import GUIDANCE_LEVELS, GuidanceLevel
-from keel.errors import PayloadError
-from keel.events import DiagnosticPayload, Event
+from keel.core.decision import GUIDANCE_LEVELS, GuidanceLevel
+from keel.core.errors import PayloadError
+from keel.core.events import DiagnosticPayload, Event
 
 DetectorName = Literal[
     "repeat",

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from keel.calls import ToolCall
+from keel.core.calls import ToolCall
 
 _VOLATILE_ARGS = frozenset({"description", "timeout", "timeout_ms", "run_in_background"})
 """Arguments that do not change what a call does; ignored in the call key."""

@@ -21,7 +21,7 @@ Every reader emits ``tool.call`` / ``tool.result`` pairs with matching ``tool_us
 ``plan`` never (planning tools are calls) and ``session.end`` with ``{"claim": true}`` when the
 run ended with the agent claiming completion (a final message, ``submit``).
 
-A client tool's kind comes from ``keel.calls.tool_kind``, the table the live hooks use; the
+A client tool's kind comes from ``keel.core.calls.tool_kind``, the table the live hooks use; the
 readers of SWE-agent and mini-swe-agent, whose agents have no client tools, give the kind of
 each action they parse. Absolute paths under a run's recorded working directory (Claude's
 ``cwd``, Codex's ``session_meta``) are made relative to it, so that ``[scope]`` judges them as
@@ -38,11 +38,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from keel.calls import ToolKind, tool_kind
-from keel.errors import KeelError, PayloadError, UserError
-from keel.events import DataPayload, Event, EventKind, ToolCallPayload, ToolResultPayload
+from keel.core.calls import ToolKind, tool_kind
+from keel.core.errors import KeelError, PayloadError, UserError
+from keel.core.events import DataPayload, Event, EventKind, ToolCallPayload, ToolResultPayload
+from keel.core.patchtext import patch_paths
 from keel.monitor._text import relative_to
-from keel.patchtext import patch_paths
 
 ScanFormat = Literal["keel", "claude", "codex", "mini-swe-agent", "swe-agent"]
 
@@ -253,7 +253,7 @@ def classify(
 ) -> ToolCallPayload:
     """The canonical call payload for a tool name and its arguments.
 
-    ``kind`` defaults to the client tool's kind (``keel.calls.tool_kind``); a tool keel does
+    ``kind`` defaults to the client tool's kind (``keel.core.calls.tool_kind``); a tool keel does
     not know that carries patch text is an edit. Absolute paths under the run's recorded
     ``cwd`` are made relative to it.
     """

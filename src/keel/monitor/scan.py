@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from keel.decision import GUIDANCE_LEVELS, GUIDANCE_RANK, GuidanceLevel
+from keel.core.decision import GUIDANCE_LEVELS, GUIDANCE_RANK, GuidanceLevel
 from keel.monitor._monitor import Monitor
 from keel.monitor._state import Diagnostic
 from keel.monitor.formats import ScanFormat, read_run
 
 if TYPE_CHECKING:
-    from keel.settings import Settings
+    from keel.core.settings import Settings
 
 FAIL_EXIT = 3
 """The exit code of ``keel monitor scan --fail-on LEVEL`` when a diagnostic reached LEVEL."""
@@ -112,14 +112,14 @@ def scan_file(
     """Run the detectors over the recorded run in ``path``.
 
     ``config`` defaults to keel's defaults, ``workspace`` to the current directory's
-    (``keel.root.find_root``).
+    (``keel.core.root.find_root``).
 
     Raises:
         UserError: the file cannot be read, or ``session`` is not in it.
         PayloadError: the file is not in the given (or any known) format.
     """
+    from keel.core.root import find_root
     from keel.policy import Policy
-    from keel.root import find_root
 
     if config is None:
         from keel.config import KeelConfig
@@ -160,7 +160,7 @@ def fail_level(text: str) -> GuidanceLevel:
     for known in GUIDANCE_LEVELS:
         if level == known:
             return known
-    from keel.errors import UsageError
+    from keel.core.errors import UsageError
 
     raise UsageError(
         f"unknown level {text!r}; one of {', '.join(GUIDANCE_LEVELS)}", code="usage.fail_on"
@@ -194,7 +194,7 @@ def render_text(report: ScanReport) -> str:
 
 def _one_session(path: Path, prefix: str, sessions: dict[str, list[Any]]) -> str:
     """The session ``prefix`` names (an id or a unique prefix, as ``keel show`` takes it)."""
-    from keel.errors import UsageError, UserError
+    from keel.core.errors import UsageError, UserError
     from keel.journal.timeline import match_session
 
     try:

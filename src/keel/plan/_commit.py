@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from keel.calls import ToolCall
 from keel.config import KeelConfig
-from keel.decision import Decision
-from keel.patchtext import patch_paths
+from keel.core.calls import ToolCall
+from keel.core.decision import Decision
+from keel.core.patchtext import patch_paths
 from keel.plan._actions import ActionSpec
 from keel.plan._report import ActionRecord
 from keel.plan._template import as_text
@@ -102,7 +102,7 @@ class Committer:
             refused = self._ask_policy(step_id, "patch.apply", args, call, target)
             if refused is not None:
                 return refused
-        from keel.errors import KeelError
+        from keel.core.errors import KeelError
         from keel.workspace.patch import apply_patch
 
         try:
@@ -124,7 +124,7 @@ class Committer:
                 step_id, "command.run", "refused", args, reason="no sandbox to run commands in"
             )
         timeout = float(args.get("timeout") or self.config.probes.command_timeout_seconds)
-        from keel.errors import SandboxError
+        from keel.core.errors import SandboxError
 
         try:
             done = self.exec_sandbox.run(

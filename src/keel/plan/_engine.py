@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from keel.config import KeelConfig
-from keel.decision import Decision
-from keel.events import (
+from keel.core.decision import Decision
+from keel.core.events import (
     DataPayload,
     DecisionPayload,
     Event,

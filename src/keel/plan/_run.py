@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from keel.config import KeelConfig
-from keel.errors import PlanError
+from keel.core.errors import PlanError
 from keel.plan._engine import ActionPolicy, EventSink, PlanEngine, Prompt
 from keel.plan._report import PlanReport
 from keel.plan._runners import ProbeRunner, SandboxedRunner

@@ -74,7 +74,7 @@ class SandboxedRunner:
         return [ProbeResult.from_dict(item) for item in data]  # pyright: ignore[reportUnknownVariableType]
 
     def _call(self, payload: dict[str, Any], workspace: Path, timeout: float) -> Any:
-        from keel.errors import SandboxError
+        from keel.core.errors import SandboxError
 
         try:
             done = self.sandbox.run_python(

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from keel.patchtext import patch_paths
+from keel.core.patchtext import patch_paths
 from keel.plan._actions import ACTIONS, ActionSpec, resolve_action
 from keel.plan._conditions import condition_refs, guards
 from keel.plan._model import (
@@ -155,7 +155,7 @@ class ValidationResult:
 
 def read_plan_text(text: str | bytes) -> Any:
     """Parse plan JSON; raises ``PlanError`` (code ``plan.json``) naming line and column."""
-    from keel.errors import PlanError
+    from keel.core.errors import PlanError
 
     try:
         return json.loads(text, parse_constant=_no_constant)

@@ -2,10 +2,10 @@
 
 ``Policy`` judges shell command lines (parsed with tree-sitter-bash, wrappers unwrapped),
 file paths (canonicalised against the workspace root, protected globs, scope), URLs
-(against the network allowlist) and whole tool calls. ``check_main`` is the fast
-``keel policy check`` entry used before typer is imported.
+(against the network allowlist) and whole tool calls. ``keel policy check``'s fast entry,
+used before typer is imported, is ``keel.cli.policy_fast``.
 
-Importing this package is cheap: ``Policy`` (and with it ``keel.decision``, ``keel.calls``
+Importing this package is cheap: ``Policy`` (and with it ``keel.core.decision``, ``keel.core.calls``
 and ``dataclasses``) is loaded on first access, so the fast path never pays for it.
 
 Rule ids are stable: ``constraint.<id>`` (a constraint's ``id``, else its 0-based index),
@@ -26,10 +26,9 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # typing costs 3 ms to import on the hook path
 if TYPE_CHECKING:
-    from keel.policy._fast import check_main
     from keel.policy._policy import Policy, patch_paths
 
-__all__ = ["Policy", "check_main", "patch_paths"]
+__all__ = ["Policy", "patch_paths"]
 
 
 def __getattr__(name: str) -> object:
@@ -37,8 +36,4 @@ def __getattr__(name: str) -> object:
         from keel.policy import _policy
 
         return getattr(_policy, name)
-    if name == "check_main":
-        from keel.policy._fast import check_main
-
-        return check_main
     raise AttributeError(f"module 'keel.policy' has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """The policy engine: plain data in, :class:`Ruling` named tuples out.
 
-The public :class:`keel.policy.Policy` wraps this in :class:`keel.decision.Decision`; the fast
+The public :class:`keel.policy.Policy` wraps this in :class:`keel.core.decision.Decision`; the fast
 ``keel policy check`` path uses it directly so a decision costs no dataclass machinery.
 Every check starts from the preset's default (ask or deny) and collects verdicts from
 constraints, risk rules, paths, network and command patterns; the strictest wins, and a tie
@@ -24,7 +24,8 @@ from __future__ import annotations
 import os
 import re
 
-from keel.policy import _presets as presets
+from keel.core import presets as presets
+from keel.core.protected import own_installation, policy_globs
 from keel.policy._judge_cmds import WRITE_OPS, CommandRules
 from keel.policy._match import GLOB_CHARS, Argv, Loose, match_prefix, matches
 from keel.policy._paths import DEVICES_WRITE, GlobSet, expand_home
@@ -32,7 +33,6 @@ from keel.policy._rules import interpreter_code, positional, risks, writes
 from keel.policy._ruling import Ruling, with_suggestion, worst
 from keel.policy._shell import Cmd
 from keel.policy._tools import hidden_programs
-from keel.protected import own_installation, policy_globs
 
 TYPE_CHECKING = False  # typing costs ~9 ms to import on the hook path
 if TYPE_CHECKING:
@@ -69,13 +69,13 @@ def split_pattern(pattern: str) -> Pattern:
     """A command pattern's words (shell quoting respected).
 
     A pattern in Claude Code's rule syntax (``Bash(npm test:*)``) is read as the keel pattern
-    it means; one keel cannot express raises ``ValueError`` (``keel.policy._clientrules``), so
+    it means; one keel cannot express raises ``ValueError`` (``keel.core.clientrules``), so
     it is never compiled into a pattern that silently matches nothing.
     """
     import shlex
 
     if pattern.rstrip().endswith(")"):  # only the Tool(specifier) form is a client rule
-        from keel.policy._clientrules import client_rule_pattern, looks_like_client_rule
+        from keel.core.clientrules import client_rule_pattern, looks_like_client_rule
 
         if looks_like_client_rule(pattern):
             pattern = client_rule_pattern(pattern)

@@ -7,7 +7,7 @@ so that the gate's exit status is the line's. ``read_facts`` answers all of thes
 parse the engine keeps of the line it judged last (``Engine._parse``), and answers
 conservatively (not read-only, changes files, runs nothing) when it cannot.
 
-Standard library only, and nothing but ``keel._frozen`` at run time: this is on the hook path.
+Standard library only, and nothing but ``keel.core.frozen`` at run time: this is on the hook path.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import os
 
-from keel._frozen import Frozen
+from keel.core.frozen import Frozen
 from keel.policy._rules import normalise
 from keel.policy._shell import parse
 

@@ -667,7 +667,7 @@ class CommandRules(PathRules):
         text = self._patch_text(source, cmd)
         if text is None:
             return [*named, None]
-        from keel.patchtext import patch_paths
+        from keel.core.patchtext import patch_paths
 
         out: list[str | None] = list(named)
         for path in patch_paths(text):

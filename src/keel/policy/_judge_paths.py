@@ -1,7 +1,7 @@
 """Path rules: reading and changing files, judged in every form an attacker could mean.
 
 Writes are refused (``path.control``), at any depth, to the ``deny`` entries of the protected-path
-table (``keel.protected``: keel's and the agents' control files, git internals and nested
+table (``keel.core.protected``: keel's and the agents' control files, git internals and nested
 repositories, files that run on ``cd``, ``git status`` or opening the folder, CI and pre-commit
 configuration unless ``[sandbox] protect_ci`` is off) and to ``[sandbox] read_only`` (a path
 below a matching directory included); a write to a prompt file of future agent sessions (the
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 
+from keel.core.protected import OWN_REASON, entry_for, match
 from keel.policy._judge_net import NetRules
 from keel.policy._paths import (
     DEVICES_READ,
@@ -32,7 +33,6 @@ from keel.policy._paths import (
     variants,
 )
 from keel.policy._ruling import NO_VERDICT, Ruling, allow, deny, worst
-from keel.protected import OWN_REASON, entry_for, match
 
 TYPE_CHECKING = False  # typing costs ~9 ms to import on the hook path
 if TYPE_CHECKING:

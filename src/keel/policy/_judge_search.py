@@ -11,7 +11,7 @@ process, outside any sandbox, and a hook sees only their arguments. So, for a ``
   ``risk.secret_read``;
 - a search that reads contents below a directory never returns a secret file's. Where the
   tool takes excludes (``ToolCall.search`` ``ripgrep``, ``glob_read``), the hook adds
-  ``secret_excludes()`` to its input (``keel.adapters.dialects``) and the allow says so
+  ``secret_excludes()`` to its input (``keel.hook.dialects``) and the allow says so
   (``path.read_excluding_secrets``). Where it cannot (``grep``), the directory is looked at
   here and the search is denied while it would read a secret file.
 - a tool that may follow symbolic links (``glob_read``, and ``grep``'s last-resort walk) is
@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import re
 
-from keel.policy import _presets as presets
+from keel.core import presets as presets
 from keel.policy._paths import glob_to_regex
 from keel.policy._ruling import NO_VERDICT, Ruling, allow, deny, worst
 
@@ -34,7 +34,7 @@ TYPE_CHECKING = False  # typing costs ~9 ms to import on the hook path
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from keel.calls import ToolCall
+    from keel.core.calls import ToolCall
     from keel.policy._core import Engine
 
 MAX_ALTERNATIVES = 64

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from keel.calls import ToolCall
-from keel.decision import Decision
-from keel.patchtext import patch_paths
+from keel.core.calls import ToolCall
+from keel.core.decision import Decision
+from keel.core.patchtext import patch_paths
 from keel.policy._core import Engine
 from keel.policy._judge_search import judge_read
 from keel.policy._ruling import NO_VERDICT, Ruling, with_suggestion, worst
@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any, Literal
 
+    from keel.core.settings import Settings
     from keel.policy._facts import CommandFacts
-    from keel.settings import Settings
 
     PathOp = Literal["read", "write", "edit"]
 _FACTS_CAP = 128
@@ -31,7 +31,7 @@ class Policy:
 
     Build it with :meth:`from_config` (a validated config) or :meth:`for_root` (the
     workspace's keel.toml through the config cache). Every check returns a
-    :class:`~keel.decision.Decision`; an exception inside a check becomes
+    :class:`~keel.core.decision.Decision`; an exception inside a check becomes
     ``deny`` with rule ``internal_error``, never a traceback or an allow.
     """
 
@@ -73,7 +73,7 @@ class Policy:
             ConfigError: the config file is unreadable or invalid.
             UsageError: ``preset`` is not a known preset.
         """
-        from keel._configview import config_source, config_view
+        from keel.core.configview import config_source, config_view
 
         config = config_view(os.fspath(root), preset, config_file=config_file)
         source = config_source(os.fspath(root), config_file)
@@ -222,7 +222,7 @@ class Policy:
 
 
 def _check_preset(preset: str | None) -> None:
-    from keel.hookpath import check_preset
+    from keel.core.presets import check_preset
 
     check_preset(preset)
 

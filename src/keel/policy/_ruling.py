@@ -2,7 +2,7 @@
 
 A ``Ruling`` is ``(decision, rule, reason, suggestion)``: a named tuple, so the fast
 ``keel policy check`` path builds one without dataclass machinery. ``keel.policy.Policy``
-turns it into a :class:`keel.decision.Decision` (whose ``Verdict`` is the decision word alone).
+turns it into a :class:`keel.core.decision.Decision` (whose ``Verdict`` is the decision word alone).
 
 ``RuleBase`` holds what every group of rules needs: the preset's levels for what the engine
 does not know or cannot parse, and the input checks.

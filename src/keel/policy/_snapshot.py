@@ -1,6 +1,6 @@
 """The policy parts of a config as plain data: what ``Engine`` compiles.
 
-The config itself is read (and cached) by ``keel._configview``; this only picks the fields
+The config itself is read (and cached) by ``keel.core.configview``; this only picks the fields
 the policy engine needs into dicts, tuples and strings.
 """
 
@@ -10,7 +10,7 @@ TYPE_CHECKING = False  # typing costs 3 ms to import on the hook path
 if TYPE_CHECKING:
     from typing import Any
 
-    from keel.settings import Settings
+    from keel.core.settings import Settings
 
 DEFAULT_MAX_INPUT = 1_000_000
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from fnmatch import fnmatchcase
 
-from keel._frozen import Frozen
+from keel.core.frozen import Frozen
 
 _SAFE_GIT_KEYS = (
     "user.*", "color.*", "advice.*", "core.quotepath", "core.autocrlf", "core.safecrlf",

@@ -1,6 +1,6 @@
 """Git probes: branch, cleanliness, tracked and changed files.
 
-The workspace's repository is the agent's to write, so git reads it the way ``keel.gitsafe``
+The workspace's repository is the agent's to write, so git reads it the way ``keel.core.gitsafe``
 says: through a private ``GIT_DIR`` that links to the repository's refs, objects and index but
 holds none of its config (no fsmonitor, filter, textconv, include or hook of theirs can run),
 with hooks, fsmonitor and optional locks off, submodules never entered, a clean environment and
@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 import subprocess
 
-from keel import gitsafe
-from keel.errors import WorkspaceError
+from keel.core import gitsafe
+from keel.core.errors import WorkspaceError
 from keel.probes._fs import ProbeContext, contain, relative
 from keel.probes._result import Failure
 

@@ -11,7 +11,7 @@ process (``detect``) and never silently downgraded:
    the caller passes ``unsafe=True`` (``--unsafe-no-sandbox``), which gives ``none-unsafe``.
 
 Sandboxed outputs are untrusted: read files they leave with ``read_artifact``, which never
-follows a symlink. ``keel.sandbox.testing.FunctionSandbox`` is the test double.
+follows a symlink. ``keel.sandbox.probe.testing.FunctionSandbox`` is the test double.
 
 ``keel exec`` (``run_contained``, ``exec_argv``, ``kill_contained``; see ``contain``) is the
 other form of the seam: a command run in place in the workspace as the invoking user, contained
@@ -26,9 +26,16 @@ TYPE_CHECKING = False  # typing costs ~3 ms to import, and `keel exec` imports t
 if TYPE_CHECKING:
     from typing import Any
 
-    from keel.sandbox._artifact import read_artifact
-    from keel.sandbox._detect import detect, get_sandbox
-    from keel.sandbox._types import (
+    from keel.sandbox.exec.contain import (
+        ExecResult,
+        exec_argv,
+        exec_backend,
+        kill_contained,
+        run_contained,
+    )
+    from keel.sandbox.probe._artifact import read_artifact
+    from keel.sandbox.probe._detect import detect, get_sandbox
+    from keel.sandbox.probe._types import (
         BACKENDS,
         WORKSPACE_MOUNT,
         BackendName,
@@ -38,13 +45,6 @@ if TYPE_CHECKING:
         Sandbox,
         SandboxReport,
         SandboxResult,
-    )
-    from keel.sandbox.contain import (
-        ExecResult,
-        exec_argv,
-        exec_backend,
-        kill_contained,
-        run_contained,
     )
 
 __all__ = [
@@ -67,14 +67,15 @@ __all__ = [
     "run_contained",
 ]
 
-# Loaded on first use, so ``python -m keel.sandbox._selftest`` (or any light submodule) does not
-# pay for pydantic inside the sandbox.
+# Loaded on first use, so ``python -m keel.sandbox.probe._selftest`` (or any light submodule)
+# does not pay for pydantic inside the sandbox.
 _WHERE = {
-    "read_artifact": "_artifact",
-    "detect": "_detect",
-    "get_sandbox": "_detect",
+    "read_artifact": "probe._artifact",
+    "detect": "probe._detect",
+    "get_sandbox": "probe._detect",
     **dict.fromkeys(
-        ("ExecResult", "exec_argv", "exec_backend", "kill_contained", "run_contained"), "contain"
+        ("ExecResult", "exec_argv", "exec_backend", "kill_contained", "run_contained"),
+        "exec.contain",
     ),
 }
 
@@ -82,6 +83,6 @@ _WHERE = {
 def __getattr__(name: str) -> Any:
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"keel.sandbox.{_WHERE.get(name, '_types')}"), name)
+    value = getattr(import_module(f"keel.sandbox.{_WHERE.get(name, 'probe._types')}"), name)
     globals()[name] = value
     return value

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from keel.errors import WorkspaceError
+from keel.core.errors import WorkspaceError
 
 OpKind = Literal["write", "symlink", "delete"]
 

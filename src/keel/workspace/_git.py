@@ -1,7 +1,7 @@
 """The shadow git repository: keel's own GIT_DIR over the user's work tree.
 
 Every git process keel starts here runs with an environment built from scratch by
-``keel.gitsafe``: the shadow ``GIT_DIR`` (``.keel/checkpoints``), the workspace as
+``keel.core.gitsafe``: the shadow ``GIT_DIR`` (``.keel/checkpoints``), the workspace as
 ``GIT_WORK_TREE``, a private index, no system or global config, ``gitsafe.SAFE_CONFIG`` (hooks,
 fsmonitor, transports off) above any config file, and a fixed identity. Nothing the user or the
 agent has configured (their ``.git``, their ``~/.gitconfig``, a ``GIT_DIR`` leaking in from a
@@ -29,9 +29,9 @@ import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from keel import gitsafe
-from keel._files import write_atomic
-from keel.errors import WorkspaceError
+from keel.core import gitsafe
+from keel.core.errors import WorkspaceError
+from keel.core.files import write_atomic
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "keel",

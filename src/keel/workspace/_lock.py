@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from keel._files import write_atomic
-from keel.errors import WorkspaceError
+from keel.core.errors import WorkspaceError
+from keel.core.files import write_atomic
 
 LOCK_NAME = "keel.lock"
 RECOVERY_FILE = "keel-recovered.json"

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from keel._files import write_atomic
+from keel.core.files import write_atomic
 
 RACY_NS = 100_000_000
 SKIP_NAMES = frozenset({".git", ".keel"})

@@ -58,10 +58,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from keel._files import write_atomic
-from keel.errors import UserError, WorkspaceError
-from keel.events import CheckpointPayload, DataPayload, Event
-from keel.root import state_dir
+from keel.core.errors import UserError, WorkspaceError
+from keel.core.events import CheckpointPayload, DataPayload, Event
+from keel.core.files import write_atomic
+from keel.core.root import state_dir
 from keel.workspace import _lock, _watch
 from keel.workspace._atomic import FileTransaction
 from keel.workspace._git import ShadowGit
@@ -965,7 +965,7 @@ def _call_end(chain: list[Checkpoint], i: int, running: bool = False) -> int:
 
 def _commands_running(root: Path) -> bool:
     """True when a contained command (``keel exec``) is running in the workspace now."""
-    from keel.sandbox._registry import records, start_time
+    from keel.sandbox.os._registry import records, start_time
 
     for _, data in records(os.fspath(root)):
         pid, start = data.get("pid"), data.get("start")

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from keel.root import state_dir
+from keel.core.root import state_dir
 from keel.workspace import _lock
 from keel.workspace._lock import LockHolder, LockRecovery
 

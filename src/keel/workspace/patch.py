@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from keel.errors import KeelError, PatchError
-from keel.events import CheckpointPayload, Event
+from keel.core.errors import KeelError, PatchError
+from keel.core.events import CheckpointPayload, Event
 from keel.workspace._atomic import FileTransaction
 
 if TYPE_CHECKING:
-    from keel.decision import Decision
+    from keel.core.decision import Decision
     from keel.workspace.checkpoints import Checkpoints, EventSink
 
 PatchFormat = Literal["unified", "codex"]

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from keel.adapters.protocol import HookInput
-from keel.calls import ToolCall, ToolResult
 from keel.cli.hook import main
-from keel.decision import Decision, Guidance
+from keel.core.calls import ToolCall, ToolResult
+from keel.core.decision import Decision, Guidance
+from keel.hook.protocol import HookInput
 
 PINNED = "PINNED-CONSTRAINT: never touch secrets/ (keel stub)"
 

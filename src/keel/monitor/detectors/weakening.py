@@ -14,12 +14,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from keel.core.patchtext import read_patch
 from keel.monitor._context import Detector, Finding
 from keel.monitor._state import EDIT
-from keel.patchtext import read_patch
 
 if TYPE_CHECKING:
-    from keel.calls import ToolCall
+    from keel.core.calls import ToolCall
     from keel.monitor._context import Context, Seen
 
 _TEST_PATH = re.compile(

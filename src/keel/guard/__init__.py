@@ -1,0 +1,939 @@
+"""The guard: one place where every tool call is decided, journaled and watched.
+
+``Guard.decide(call)`` is the one decision path of keel: hooks, plans' final actions and
+``keel policy check`` all call it. In order:
+
+1. the emergency stop (``.keel/STOP``);
+2. the policy (commands, paths, network and the enforced constraints);
+3. the monitor's pre-call detectors, which may turn an allow into a deny with guidance;
+4. a checkpoint before anything that can change files (writes, edits, and shell command
+   lines the policy does not know to be read-only); a checkpoint that fails turns the
+   answer into a deny;
+5. one journal transaction with the call, the monitor's diagnostics and guidance, the
+   checkpoint, the **final** decision and the session's state.
+
+So the journal and the answer always agree. Any internal error is a deny with rule
+``internal_error``: keel fails closed even where its host fails open. With a ``request_id``
+(the hook process's id of the call) a decision is committed at most once: asked again, the
+guard answers what it committed then. ``commit_by`` (a ``time.monotonic()`` instant) is when
+the caller stops waiting: nothing is committed after it.
+
+``Guard.observe(result)`` journals what a tool returned, takes the ``after`` checkpoint of a
+call that got a ``before`` one, runs the post-call detectors and returns the guidance an
+adapter should deliver; ``Guard.gate_finish()`` answers the gates, at most ``[gates]
+max_blocks`` times in a row.
+
+Between hook processes a session's state (the monitor's counters, open calls, gate blocks,
+numbered call ids) lives in one record of the journal's session-state table, written in the
+same transaction as the events; the resident daemon keeps the guard, and so that state, in
+memory while the record has not changed.
+
+This module is on the hook path: it imports only what the decision needs, and the journal,
+the monitor and the checkpoint store only when the guard uses them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from keel.core.calls import DERIVED_ID_PREFIX, ToolCall, ToolResult
+from keel.core.decision import Decision, Guidance
+
+TYPE_CHECKING = False  # typing costs ~9 ms to import on the hook path
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from keel.core.events import Event, EventKind, Payload
+    from keel.core.settings import Settings
+    from keel.journal import Journal
+    from keel.monitor import Monitor
+    from keel.policy import Policy
+    from keel.workspace import Checkpoints
+
+CHANGING_KINDS = frozenset({"write", "edit", "exec"})
+FILE_KINDS = frozenset({"read", "write", "edit"})
+"""Calls the client carries out itself, outside the sandbox (Read, Write, Edit, patches)."""
+FREEZE_TTL = 30.0
+"""Seconds contained processes stay stopped for a file-tool call whose result never comes."""
+INSIDE_WRAP = "the whole client runs inside keel wrap"
+MAX_OUTPUT_JOURNALED = 4000
+OPEN_CALL_TTL = 86400.0
+"""Seconds a ``before`` checkpoint waits for its call's result before it is forgotten."""
+STATE_FORMAT = 1
+
+
+class SessionState:
+    """What keel remembers of one session between hook calls (one journal record)."""
+
+    __slots__ = (
+        "calls", "containment_broken", "frozen", "frozen_pids", "monitor", "open_calls", "pending",
+        "stop_blocks",
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        """An empty state: a new session."""
+        self.monitor: dict[str, Any] | None = None
+        """The monitor's state (``MonitorState.to_dict()``)."""
+        self.stop_blocks = 0
+        """Finishes blocked in a row by the gates."""
+        self.calls = 0
+        """Calls numbered so far, for clients that send no tool-use id (Gemini)."""
+        self.pending: dict[str, list[str]] = {}
+        """Numbered ids of allowed calls waiting for their result, by the derived base id."""
+        self.open_calls: dict[str, float] = {}
+        """Tool-use ids with a ``before`` checkpoint, and when it was taken."""
+        self.containment_broken: str | None = None
+        """The command a client ran outside the sandbox although keel rewrote it, if any."""
+        self.frozen: dict[str, float] = {}
+        """File-tool calls in flight while contained processes are stopped, and when each began."""
+        self.frozen_pids: list[list[int]] = []
+        """The stopped contained processes (``[pid, start]``): continued when the last file-tool
+        call in flight ends."""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> SessionState:
+        """The state of a stored record; an unknown format starts afresh."""
+        state = cls()
+        if not data or data.get("format") != STATE_FORMAT:
+            return state
+        state.monitor = data.get("monitor")
+        state.stop_blocks = int(data.get("stop_blocks", 0))
+        state.calls = int(data.get("calls", 0))
+        state.pending = {str(k): list(v) for k, v in dict(data.get("pending", {})).items()}
+        state.open_calls = {str(k): float(v) for k, v in dict(data.get("open_calls", {})).items()}
+        broken = data.get("containment_broken")
+        state.containment_broken = str(broken) if broken else None
+        state.frozen = {str(k): float(v) for k, v in dict(data.get("frozen", {})).items()}
+        state.frozen_pids = [[int(p), int(s)] for p, s in data.get("frozen_pids", [])]
+        return state
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record to store (open calls older than ``OPEN_CALL_TTL`` are dropped)."""
+        cutoff = time.time() - OPEN_CALL_TTL
+        return {
+            "format": STATE_FORMAT,
+            "monitor": self.monitor,
+            "stop_blocks": self.stop_blocks,
+            "calls": self.calls,
+            "pending": {k: v for k, v in self.pending.items() if v},
+            "open_calls": {k: v for k, v in self.open_calls.items() if v >= cutoff},
+            "containment_broken": self.containment_broken,
+            "frozen": self.frozen,
+            "frozen_pids": self.frozen_pids,
+        }
+
+
+class Guard:
+    """Decides, journals and watches the tool calls of one session."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        config: Settings,
+        policy: Policy,
+        session_id: str,
+        agent: str = "keel",
+        *,
+        journal: Journal | None = None,
+        monitor: Monitor | None = None,
+        checkpoints: Checkpoints | None = None,
+        lazy_checkpoints: bool = False,
+        owns_journal: bool = True,
+        state: SessionState | None = None,
+        state_version: int = 0,
+    ) -> None:
+        """A guard over ``root``; ``Guard.open`` builds one from the workspace's files."""
+        self.root = os.fspath(root)
+        """The workspace root, as a string (``pathlib`` is not imported on the hook path)."""
+        self.config = config
+        self.policy = policy
+        self.session_id = session_id
+        self.agent = agent
+        self.journal = journal
+        self.monitor = monitor
+        self.checkpoints = checkpoints
+        self.lazy_checkpoints = lazy_checkpoints
+        """Create ``checkpoints`` on the first call that needs one."""
+        self.owns_journal = owns_journal
+        """Close the journal with the guard (False when it is shared, as in the daemon)."""
+        self.state = state if state is not None else SessionState()
+        self.state_version = state_version
+        """The version of the state record this guard last read or wrote."""
+        self.contain = policy.contained
+        """Every shell command this guard allows runs inside ``keel exec`` (the hooks rewrite
+        it); set from ``[sandbox] contain`` and whether a sandbox works here."""
+        self.contain_reason = "contained" if self.contain else "not contained"
+        self.inside_sandbox = False
+        """The whole client runs contained (``keel wrap``): nothing is rewritten."""
+
+    @classmethod
+    def open(
+        cls,
+        root: str | os.PathLike[str],
+        *,
+        session_id: str,
+        agent: str = "keel",
+        preset: str | None = None,
+        journal: bool | Journal = True,
+        monitor: bool = True,
+        checkpoints: bool = True,
+        wait_until: float | None = None,
+        inside_sandbox: bool = False,
+    ) -> Guard:
+        """A guard over ``root`` with its config, policy, journal, monitor and checkpoints.
+
+        ``journal`` is True (open the workspace's journal), False (none) or a journal to
+        share; ``wait_until`` (a ``time.monotonic()`` instant) bounds waiting for its lock.
+        ``inside_sandbox``: the whole client runs contained (``keel wrap``), so commands
+        are judged as contained and are not rewritten.
+
+        Raises:
+            ConfigError: keel.toml is unreadable or invalid.
+            UsageError: ``preset`` is not a known preset.
+        """
+        from keel.core.configview import config_view
+        from keel.policy import Policy
+
+        config = config_view(os.fspath(root), preset)
+        contain, why = (True, INSIDE_WRAP) if inside_sandbox else containment(config)
+        policy = Policy.from_config(config, os.fspath(root), contained=contain)
+        guard = cls(root, config, policy, session_id, agent, lazy_checkpoints=checkpoints)
+        guard.contain, guard.contain_reason = contain, why
+        guard.inside_sandbox = inside_sandbox
+        if journal is True:
+            from keel.journal import open_journal
+
+            timeout = None if wait_until is None else max(wait_until - time.monotonic(), 0.01)
+            guard.journal = open_journal(root, timeout=timeout)
+        elif journal is not False:
+            guard.journal, guard.owns_journal = journal, False
+        guard.reload_state()
+        if monitor:
+            guard.monitor = guard._new_monitor()
+        return guard
+
+    def _new_monitor(self) -> Monitor:
+        from keel.monitor import Monitor, MonitorState
+
+        saved = self.state.monitor
+        return Monitor(
+            self.config,
+            state=MonitorState.from_dict(saved) if saved else None,
+            in_scope=self.policy.in_scope,
+            facts=self.policy.command_facts,
+            session_id=self.session_id,
+            agent=self.agent,
+        )
+
+    def reload_state(self) -> None:
+        """Read the session's state record again (another process may have written it)."""
+        if self.journal is None:
+            return
+        stored = self.journal.session_state(self.session_id)
+        version, data = stored if stored is not None else (0, None)
+        self.state, self.state_version = SessionState.from_dict(data), version
+        if self.monitor is not None:
+            self.monitor = self._new_monitor()
+
+    def is_current(self) -> bool:
+        """True while no other process has written this session's state since this guard."""
+        if self.journal is None:
+            return True
+        return self.journal.session_state_version(self.session_id) == self.state_version
+
+    @property
+    def rewrite(self) -> bool:
+        """Whether the hooks rewrite an allowed shell command to run inside ``keel exec``."""
+        return self.contain and not self.inside_sandbox
+
+    @property
+    def required_gates(self) -> Sequence[str]:
+        """The ``[gates] required`` commands."""
+        return tuple(self.config.gates.required)
+
+    # -- deciding -------------------------------------------------------------------------
+
+    def decide(
+        self, call: ToolCall, *, request_id: str | None = None, commit_by: float | None = None
+    ) -> Decision:
+        """The decision for ``call``; journaled with it; never raises, never allows on error."""
+        prior = self._answered(request_id)
+        if prior is not None:
+            return Decision.from_dict(prior["decision"])
+        call = self._numbered(call)
+        events: list[tuple[EventKind, Payload]] = []
+        try:
+            self._freeze_for(call)
+            decision = self._decide(call, events)
+        except Exception as exc:
+            decision = _internal_error("could not decide this call", exc)
+        if decision.decision != "deny" and self._checkpointing() and self.needs_checkpoint(call):
+            try:
+                events.append(self._checkpoint_before(call, commit_by))
+            except Exception as exc:
+                decision = _internal_error("could not take a checkpoint before this call", exc)
+        if decision.allowed:
+            self._queue_numbered(call)
+        else:
+            self._thaw_for(call.tool_use_id)
+        try:
+            return self._commit_decision(call, decision, events, request_id, commit_by)
+        except Exception as exc:
+            return _answered_or(exc, lambda o: Decision.from_dict(o["decision"]), call.tool)
+
+    def _decide(self, call: ToolCall, events: list[tuple[EventKind, Payload]]) -> Decision:
+        from keel.core.stop import stop_reason
+
+        reason = stop_reason(self.root)
+        if reason is not None:
+            return Decision.deny(
+                "stop.active",
+                f"emergency stop is set: {reason}",
+                "Wait for the user to run `keel resume`.",
+            )
+        decision = self.policy.check_call(call)
+        if decision.decision != "deny" and call.kind == "exec":
+            decision = self._containable(decision)
+        if decision.decision == "deny" or self.monitor is None:
+            return decision
+        guidance = self.monitor.before_call(call)
+        self._drain(events)
+        if guidance is not None and guidance.level != "hint":
+            events.append(("guidance", _guidance_payload(guidance, call.tool_use_id)))
+            return Decision.deny(
+                f"monitor.{guidance.detector}", guidance.message, _advice(guidance)
+            )
+        return decision
+
+    def _containable(self, decision: Decision) -> Decision:
+        """Deny a shell command that would run uncontained where it must not."""
+        if self.state.containment_broken:
+            return Decision.deny(
+                "sandbox.bypassed",
+                f"the client ran a shell command outside keel's sandbox in this session "
+                f"({self.state.containment_broken}); every later shell command is denied",
+                "Start a new session; check the client's version and keel doctor.",
+            )
+        if not self.contain and self.config.sandbox.contain == "always":
+            return Decision.deny(
+                "sandbox.unavailable",
+                f'[sandbox] contain = "always" but no sandbox works here: {self.contain_reason}',
+                'Run `keel sandbox check`, or set [sandbox] contain = "auto" in keel.toml.',
+            )
+        return decision
+
+    def needs_checkpoint(self, call: ToolCall) -> bool:
+        """True if ``call`` can change files: writes, edits, and commands not known read-only."""
+        if call.kind not in CHANGING_KINDS:
+            return False
+        if call.kind == "exec":
+            return not self.policy.is_read_only(call.command or "", call.cwd)
+        return True
+
+    def _checkpointing(self) -> bool:
+        return self.checkpoints is not None or self.lazy_checkpoints
+
+    def _checkpointer(self) -> Checkpoints:
+        if self.checkpoints is None:
+            from pathlib import Path
+
+            from keel.workspace import Checkpoints
+
+            self.checkpoints = Checkpoints(Path(self.root), journal=self.journal)
+        return self.checkpoints
+
+    def _checkpoint_before(
+        self, call: ToolCall, commit_by: float | None
+    ) -> tuple[EventKind, Payload]:
+        from keel.workspace.checkpoints import checkpoint_payload
+
+        cp = self._checkpointer().create(
+            session_id=self.session_id,
+            tool_use_id=call.tool_use_id,
+            label=call.tool,
+            journal=False,
+            deadline=commit_by,
+        )
+        self.state.open_calls[call.tool_use_id or ""] = time.time()
+        return "checkpoint", checkpoint_payload(cp)
+
+    def _commit_decision(
+        self,
+        call: ToolCall,
+        decision: Decision,
+        events: list[tuple[EventKind, Payload]],
+        request_id: str | None,
+        commit_by: float | None,
+    ) -> Decision:
+        if self.journal is None:  # keel policy check, demos: nothing to record
+            return decision
+        from keel.core.events import DecisionPayload, ToolCallPayload
+
+        span = self._call_span(call.tool_use_id)
+        subject = call.command or (", ".join(call.paths) if call.paths else None) or call.url
+        call_payload = ToolCallPayload(
+            tool=call.tool,
+            kind=call.kind,
+            command=call.command,
+            paths=list(call.paths),
+            url=call.url,
+            args=_jsonable(call.args),
+            tool_use_id=call.tool_use_id,
+            turn_id=call.turn_id,
+        )
+        verdict = DecisionPayload(
+            decision=decision.decision,
+            rule=decision.rule,
+            reason=decision.reason,
+            suggestion=decision.suggestion,
+            tool_use_id=call.tool_use_id,
+            subject=subject,
+        )
+        batch = [
+            self._event("tool.call", call_payload, span=span),
+            *(self._event(kind, payload) for kind, payload in events),
+            self._event("decision", verdict, parent=span),
+        ]
+        self._commit(batch, {"decision": decision.to_dict()}, request_id, commit_by)
+        return decision
+
+    # -- observing ------------------------------------------------------------------------
+
+    def observe(
+        self, result: ToolResult, *, request_id: str | None = None, commit_by: float | None = None
+    ) -> Guidance | None:
+        """Journal a tool's result and return the guidance the agent should get, if any."""
+        prior = self._answered(request_id)
+        if prior is not None:
+            return Guidance.from_dict(prior["guidance"]) if prior.get("guidance") else None
+        from keel.core.events import ToolResultPayload
+
+        result = self._matched(result)
+        self._thaw_for(result.tool_use_id)
+        events: list[tuple[EventKind, Payload]] = []
+        bypass = self._bypass(result)
+        if bypass is not None:
+            events.append(bypass)
+        left = self._left_behind(result)
+        result = _as_written(result)
+        if self._checkpointing() and result.kind in CHANGING_KINDS:
+            events.extend(self._checkpoint_after(result, commit_by))
+        guidance = None
+        if self.monitor is not None:
+            guidance = self.monitor.after_call(result)
+            self._drain(events)
+        if left is not None:
+            events.append(("diagnostic", left[0]))
+            guidance = left[1] if guidance is None or left[1].rank >= guidance.rank else guidance
+        if guidance is not None:
+            events.append(("guidance", _guidance_payload(guidance, result.tool_use_id)))
+        output = result.output or ""
+        payload = ToolResultPayload(
+            tool=result.tool,
+            ok=result.ok,
+            output=output[:MAX_OUTPUT_JOURNALED],
+            error=result.error,
+            exit_code=result.exit_code,
+            tool_use_id=result.tool_use_id,
+            output_hash="sha256:" + _sha256(output),
+        )
+        parent = self._call_span(result.tool_use_id) if result.tool_use_id else None
+        batch = [
+            self._event("tool.result", payload, parent=parent),
+            *(self._event(kind, p) for kind, p in events),
+        ]
+        outcome = {"guidance": guidance.to_dict() if guidance is not None else None}
+        try:
+            self._commit(batch, outcome, request_id, commit_by)
+        except Exception as exc:
+            return _answered_or(exc, lambda o: _guidance_of(o), result.tool, raise_other=True)
+        return guidance
+
+    def _freeze_for(self, call: ToolCall) -> None:
+        """Stop the workspace's running contained commands while a client file tool acts.
+
+        The client's file tools run outside the sandbox: a contained command left running in
+        the background could swap a directory for a symlink between this check and the
+        client's use of the path. Frozen before the check until the tool's result comes
+        (or ``FREEZE_TTL`` passes), it cannot.
+        """
+        self._thaw_stale()
+        if not self.rewrite or call.kind not in FILE_KINDS:
+            return
+        from keel.sandbox.os._registry import freeze_contained
+
+        stopped = freeze_contained(self.root)
+        if stopped:
+            self.state.frozen[call.tool_use_id or ""] = time.time()
+            known = {tuple(p) for p in self.state.frozen_pids}
+            self.state.frozen_pids += [[p, s] for p, s in stopped if (p, s) not in known]
+
+    def _thaw_for(self, tool_use_id: str | None) -> None:
+        """Let the contained commands go on once no file-tool call is in flight."""
+        if self.state.frozen.pop(tool_use_id or "", None) is not None and not self.state.frozen:
+            self._thaw_all()
+
+    def _thaw_stale(self) -> None:
+        """Continue what a file-tool call froze whose result never came (``FREEZE_TTL``)."""
+        cutoff = time.time() - FREEZE_TTL
+        for key in [k for k, ts in self.state.frozen.items() if ts < cutoff]:
+            del self.state.frozen[key]
+        if self.state.frozen_pids and not self.state.frozen:
+            self._thaw_all()
+
+    def _thaw_everything(self) -> None:
+        self.state.frozen.clear()
+        if self.state.frozen_pids:
+            self._thaw_all()
+
+    def _thaw_all(self) -> None:
+        from keel.sandbox.os._registry import thaw
+
+        pids, self.state.frozen_pids = self.state.frozen_pids, []
+        thaw([(p, s) for p, s in pids])
+
+    def _bypass(self, result: ToolResult) -> tuple[EventKind, Payload] | None:
+        """An ``error`` event when a shell command the hook rewrote ran as it was written.
+
+        Every client names the command that ran in its post-tool event; if it is not the
+        ``keel exec`` line keel answered with, the client ignored the rewrite. That session's
+        later shell commands are then denied.
+        """
+        command = result.call.command if result.call is not None else None
+        if not self.rewrite or result.kind != "exec" or not command or is_contained(command):
+            return None
+        from keel.core.events import DataPayload
+
+        self.state.containment_broken = command[:200]
+        data = {"event": "sandbox.bypassed", "command": command, "tool": result.tool}
+        return ("error", DataPayload(data))
+
+    def _left_behind(self, result: ToolResult) -> tuple[Payload, Guidance] | None:
+        """What a contained command left behind (``keel exec --report``), journaled and told.
+
+        ``keel exec`` moved the protected files the command created to quarantine, put back
+        those it changed, and kept the prompt files of future agent sessions it changed; its
+        report (outside the sandbox's reach, in ``.keel/exec/reports``) is read once here.
+        """
+        command = result.call.command if result.call is not None else None
+        report_id = exec_report_id(command) if result.kind == "exec" and command else None
+        if report_id is None:
+            return None
+        import json
+
+        from keel.sandbox.exec._control import take_report
+
+        try:
+            text = take_report(str(self.root), report_id)
+            data = json.loads(text) if text is not None else None
+        except (OSError, ValueError):
+            data = {"unchecked": True}
+        if not isinstance(data, dict):
+            return None
+        return left_behind(data)
+
+    def _checkpoint_after(
+        self, result: ToolResult, commit_by: float | None
+    ) -> list[tuple[EventKind, Payload]]:
+        """The ``after`` checkpoint of a call that got a ``before`` one (or why it failed)."""
+        if self.state.open_calls.pop(result.tool_use_id or "", None) is None:
+            return []
+        from keel.core.events import DataPayload
+        from keel.workspace.checkpoints import checkpoint_payload
+
+        try:
+            cp = self._checkpointer().after_call(
+                session_id=self.session_id,
+                tool_use_id=result.tool_use_id,
+                journal=False,
+                deadline=commit_by,
+            )
+        except Exception as exc:  # the call already ran; losing "after" must not lose the result
+            detail = f"{type(exc).__name__}: {exc}"
+            return [("error", DataPayload({"event": "checkpoint.after_failed", "detail": detail}))]
+        return [("checkpoint", checkpoint_payload(cp))]
+
+    # -- finishing, notes and context -------------------------------------------------------
+
+    def gate_finish(
+        self,
+        failures: Sequence[str] = (),
+        *,
+        request_id: str | None = None,
+        commit_by: float | None = None,
+    ) -> str | None:
+        """Why the session may not finish yet, or None; journaled, and bounded.
+
+        ``failures`` are gate failures keel learned elsewhere (a Codex rollout). A session is
+        never blocked more than ``[gates] max_blocks`` times in a row: then it may finish,
+        and the giving up is journaled.
+        """
+        prior = self._answered(request_id)
+        if prior is not None:
+            return prior.get("block")
+        from keel.core.events import DataPayload, GatePayload
+
+        self._thaw_everything()  # the turn is over: no file tool is in flight
+        events: list[tuple[EventKind, Payload]] = []
+        allowed, why = True, "no monitor"
+        if self.monitor is not None:
+            allowed, why = self.monitor.may_finish()
+            self._drain(events)
+        if allowed and failures:
+            allowed, why = False, "the [gates] must pass: " + "; ".join(failures)
+        events.append(("gate", GatePayload(command="finish", passed=allowed, detail=why)))
+        block: str | None = None
+        if allowed:
+            self.state.stop_blocks = 0
+        elif self.state.stop_blocks >= self.config.gates.max_blocks:
+            blocks, self.state.stop_blocks = self.state.stop_blocks, 0
+            events.append(("error", DataPayload({"gate": "gave_up", "blocks": blocks, "why": why})))
+        else:
+            self.state.stop_blocks += 1
+            block = f"keel: do not finish yet: {why}"
+        batch = [self._event(kind, payload) for kind, payload in events]
+        try:
+            self._commit(batch, {"block": block}, request_id, commit_by)
+        except Exception as exc:
+            return _answered_or(exc, lambda o: o.get("block"), None, raise_other=True)
+        return block
+
+    def may_finish(self) -> tuple[bool, str]:
+        """Whether the gates let the session finish now, and why not (journaled)."""
+        block = self.gate_finish()
+        return (block is None, block or "the gates allow finishing")
+
+    def note(
+        self,
+        kind: EventKind,
+        data: dict[str, Any],
+        *,
+        request_id: str | None = None,
+        commit_by: float | None = None,
+    ) -> None:
+        """Journal a free-form event (session start/end, prompt, plan)."""
+        if self._answered(request_id) is not None:
+            return
+        self._thaw_everything()  # a new prompt or the session's end: no file tool is in flight
+        from keel.core.events import DataPayload
+
+        try:
+            self._commit([self._event(kind, DataPayload(data))], {}, request_id, commit_by)
+        except Exception as exc:
+            _answered_or(exc, lambda o: None, None, raise_other=True)
+
+    def session_context(self) -> str:
+        """Pinned constraints, the stop status and current guidance, for re-injection."""
+        from keel.core.stop import stop_reason
+
+        lines: list[str] = []
+        reason = stop_reason(self.root)
+        if reason:
+            lines.append(f"EMERGENCY STOP is set: {reason}. Do not run any tool.")
+        constraints = [c.text for c in self.config.constraints]
+        if constraints:
+            lines.append("Constraints you agreed to (keel enforces them):")
+            lines.extend(f"- {text}" for text in constraints)
+        scope = self.config.scope
+        if list(scope.include) != ["**"] or scope.exclude:
+            never = f"; never {', '.join(scope.exclude)}" if scope.exclude else ""
+            lines.append(
+                "Task scope (only these paths may change): " + ", ".join(scope.include) + never
+            )
+        if self.config.gates.required:
+            lines.append(
+                "Before finishing, these must pass after your last edit: "
+                + ", ".join(f"`{g}`" for g in self.config.gates.required)
+            )
+        latest = self.monitor.current_guidance() if self.monitor else None
+        if latest is not None:
+            lines.append(f"Current guidance ({latest.level}): {latest.message}")
+        return "\n".join(lines)
+
+    # -- ids --------------------------------------------------------------------------------
+
+    def _call_span(self, tool_use_id: str | None) -> str:
+        """The call's span id, derived from its tool-use id.
+
+        The result is journaled by another hook process, which derives the same id.
+        """
+        if not tool_use_id:
+            return os.urandom(8).hex()
+        key = f"{self.session_id}\0{tool_use_id}".encode("utf-8", "replace")
+        return _sha256(b"span\0" + key)[:16]
+
+    def _numbered(self, call: ToolCall) -> ToolCall:
+        """A unique id for a call whose client sends none (Gemini), numbered per session."""
+        if not (call.tool_use_id or "").startswith(DERIVED_ID_PREFIX):
+            return call
+        self.state.calls += 1
+        return call.replace(tool_use_id=f"{call.tool_use_id}-{self.state.calls}")
+
+    def _queue_numbered(self, call: ToolCall) -> None:
+        """Queue an allowed numbered call for its result, which arrives with the base id."""
+        numbered = call.tool_use_id or ""
+        if numbered.startswith(DERIVED_ID_PREFIX) and "-" in numbered[len(DERIVED_ID_PREFIX) :]:
+            base = numbered.rsplit("-", 1)[0]
+            self.state.pending.setdefault(base, []).append(numbered)
+
+    def _matched(self, result: ToolResult) -> ToolResult:
+        """The id the matching before-tool call got (first in, first out)."""
+        base = result.tool_use_id or ""
+        queue = self.state.pending.get(base) if base.startswith(DERIVED_ID_PREFIX) else None
+        if not queue:
+            return result
+        found = queue.pop(0)
+        if not queue:
+            del self.state.pending[base]
+        return result.replace(tool_use_id=found)
+
+    # -- journaling -----------------------------------------------------------------------
+
+    def _answered(self, request_id: str | None) -> dict[str, Any] | None:
+        if request_id is None or self.journal is None:
+            return None
+        try:
+            return self.journal.answered(request_id)
+        except Exception:  # the commit will find out again, and fail closed there
+            return None
+
+    def _drain(self, events: list[tuple[EventKind, Payload]]) -> None:
+        """Move the monitor's new diagnostics into ``events``."""
+        if self.monitor is None:
+            return
+        for diagnostic in self.monitor.drain():
+            events.append(("diagnostic", diagnostic.to_event(self.session_id, self.agent).payload))
+
+    def _event(
+        self,
+        kind: EventKind,
+        payload: Payload,
+        *,
+        span: str | None = None,
+        parent: str | None = None,
+    ) -> Event:
+        from keel.core.events import Event, new_span_id, trace_id_for
+
+        return Event(
+            kind=kind,
+            session_id=self.session_id,
+            payload=payload,
+            agent=self.agent,
+            trace_id=trace_id_for(self.session_id),
+            span_id=span or new_span_id(),
+            parent_span_id=parent,
+        )
+
+    def _commit(
+        self,
+        events: list[Event],
+        outcome: dict[str, Any],
+        request_id: str | None,
+        commit_by: float | None,
+    ) -> None:
+        """One transaction: ``events``, the request's outcome and the session's state."""
+        if self.journal is None:
+            return
+        if self.monitor is not None:
+            self.state.monitor = self.monitor.state.to_dict()
+        self.journal.append_many(
+            events,
+            request_id=request_id,
+            outcome=outcome,
+            session_state=(self.session_id, self.state.to_dict()),
+            deadline=commit_by,
+        )
+        self.state_version += 1
+
+    def close(self) -> None:
+        """Close the journal, if this guard owns it."""
+        if self.journal is not None and self.owns_journal:
+            self.journal.close()
+
+
+def containment(config: Settings) -> tuple[bool, str]:
+    """Whether the hooks contain shell commands for ``config``, and why (or why not)."""
+    mode = config.sandbox.contain
+    if mode == "off":
+        return False, '[sandbox] contain = "off"'
+    from keel.sandbox.exec.contain import exec_backend
+
+    backend, reason = exec_backend(config.sandbox.backend)
+    return (backend is not None), reason
+
+
+def contained_command(
+    root: str, command: str, *, timeout: float | None = None, report: str | None = None
+) -> str:
+    """The shell line that runs ``command`` (a shell line) inside ``keel exec``.
+
+    It runs where the client's shell is (``keel exec`` keeps a working directory inside the
+    workspace), under ``bash -c`` as the client would have run it. With ``report`` (hex),
+    ``keel exec`` writes what the run left behind where ``observe`` reads it
+    (``exec_report_id``).
+    """
+    import shlex
+
+    from keel.sandbox.exec.contain import exec_argv
+
+    argv = exec_argv(root, ["bash", "-c", command], timeout=timeout, report=report)
+    return shlex.join(argv)
+
+
+def is_contained(command: str) -> bool:
+    """True if ``command`` is a ``keel exec`` line as ``contained_command`` makes it."""
+    return uncontained(command) is not None
+
+
+def uncontained(command: str) -> str | None:
+    """The original command of a ``contained_command`` line, or None for any other line."""
+    parts = _exec_line(command)
+    if parts is None:
+        return None
+    rest = parts[1]
+    return rest[2] if len(rest) == 3 and rest[:2] == ["bash", "-c"] else None
+
+
+def exec_report_id(command: str) -> str | None:
+    """The ``--report ID`` of a ``contained_command`` line, if it has one."""
+    parts = _exec_line(command) if "--report" in command else None
+    options = parts[0] if parts is not None else []
+    at = options.index("--report") if "--report" in options else -1
+    return options[at + 1] if 0 <= at < len(options) - 1 else None
+
+
+def _exec_line(command: str) -> tuple[list[str], list[str]] | None:
+    """``(keel exec's options, the command)`` of a ``contained_command`` line, else None.
+
+    The line keel wrote before issue 22 (``python -S <keel>/sandbox/_launch.py exec ...``)
+    counts too. Only a call answered by the keel of before an upgrade carries one; it is no
+    sign that the client ran a command outside the sandbox (the client ran what keel said,
+    and with that launcher gone it cannot even start), and it must not lock the session.
+    """
+    import shlex
+
+    from keel.sandbox.exec.contain import LAUNCHER
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    before = os.path.join(os.path.dirname(LAUNCHER), "sandbox", "_launch.py")
+    if words[1:5] == ["-I", "-S", LAUNCHER, "exec"]:
+        rest = words[5:]
+    elif words[1:4] == ["-S", before, "exec"]:
+        rest = words[4:]
+    else:
+        return None
+    if "--" not in rest:
+        return rest, []
+    at = rest.index("--")
+    return rest[:at], rest[at + 1 :]
+
+
+def _as_written(result: ToolResult) -> ToolResult:
+    """``result`` with its call's command as the agent wrote it, not its ``keel exec`` line."""
+    call = result.call
+    original = uncontained(call.command) if call is not None and call.command else None
+    if call is None or original is None:
+        return result
+    args = {**call.args, "command": original} if "command" in call.args else call.args
+    return result.replace(call=call.replace(command=original, args=args))
+
+
+def _internal_error(what: str, exc: BaseException) -> Decision:
+    return Decision.deny(
+        "internal_error",
+        f"keel {what} ({type(exc).__name__}: {exc}); denied to be safe",
+        "Retry; if it persists, run `keel status` and check keel.toml and .keel/.",
+    )
+
+
+def _answered_or(exc: Exception, read: Any, tool: str | None, *, raise_other: bool = False) -> Any:
+    """The outcome committed earlier for this request, else a deny (or ``exc`` again)."""
+    from keel.core.errors import AlreadyAnswered
+
+    if isinstance(exc, AlreadyAnswered):
+        return read(exc.outcome)
+    if raise_other:
+        raise exc
+    what = f"could not journal this {tool} call" if tool else "could not journal this call"
+    return _internal_error(what, exc)
+
+
+def _guidance_of(outcome: dict[str, Any]) -> Guidance | None:
+    data = outcome.get("guidance")
+    return Guidance.from_dict(data) if data else None
+
+
+def left_behind(report: dict[str, Any]) -> tuple[Payload, Guidance]:
+    """The diagnostic and the guidance for what ``keel exec`` reported about a run."""
+    from keel.core.events import DiagnosticPayload
+    from keel.core.protected import reason_for
+
+    moved = [str(r) for r in report.get("quarantined") or []]
+    restored = [str(r) for r in report.get("restored") or []]
+    prompts = [str(r) for r in report.get("prompts") or []]
+    parts: list[str] = []
+    if moved:
+        named = "; ".join(f"{r} ({reason_for(r)})" for r in moved)
+        parts.append(
+            "your command created files that programs outside the sandbox would run; keel "
+            f"moved them to .keel/quarantine: {named}. Do not create them"
+        )
+    if restored:
+        parts.append(f"your command changed protected files; keel put them back: {restored}")
+    if report.get("unchecked"):
+        parts.append("keel could not check what your command left behind")
+    if prompts:
+        parts.append(
+            f"your command changed {', '.join(prompts)}: instructions the next agent session "
+            "reads. They were kept, and the user will review them (keel diff)"
+        )
+    level = "correct" if moved or restored or report.get("unchecked") else "hint"
+    message = "; ".join(parts) or "keel exec reported nothing"
+    evidence = {"quarantined": moved, "restored": restored, "prompts": prompts}
+    diagnostic = DiagnosticPayload(
+        detector="sandbox.left_behind", level=level, message=message, evidence=evidence
+    )
+    return diagnostic, Guidance(level, message, "sandbox.left_behind", evidence)
+
+
+def _guidance_payload(guidance: Guidance, tool_use_id: str | None) -> Payload:
+    from keel.core.events import GuidancePayload
+
+    return GuidancePayload(
+        level=guidance.level,
+        message=guidance.message,
+        detector=guidance.detector,
+        tool_use_id=tool_use_id,
+    )
+
+
+def _advice(guidance: Guidance) -> str:
+    match guidance.level:
+        case "replan":
+            return "State a new plan before using tools that change anything."
+        case "stop":
+            return "Stop and report to the user what you tried and why it did not work."
+        case "correct" | "hint":
+            return "Change your approach instead of repeating the same call."
+
+
+def _sha256(data: str | bytes) -> str:
+    import hashlib
+
+    raw = data.encode("utf-8", "replace") if isinstance(data, str) else data
+    return hashlib.sha256(raw).hexdigest()
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` if it survives JSON, else its JSON-safe rendering."""
+    import json
+
+    try:
+        return json.loads(json.dumps(value, default=str))
+    except (TypeError, ValueError):
+        return {"repr": repr(value)}

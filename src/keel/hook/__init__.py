@@ -1,0 +1,1 @@
+"""The hook process, its daemon and the wire between them; client dialects."""

@@ -1,0 +1,510 @@
+"""``keel hookd``: answers the hook calls of one workspace with everything already loaded.
+
+Started on demand by a hook (``keel.hook.main.spawn``: ``python -I -S <keel>/_launch.py hookd
+ROOT``, isolated from the workspace, its directory ``ROOT/.keel`` before anything is imported;
+``-I`` keeps the directory a request is answered in off ``sys.path`` too), it holds
+``<root>/.keel/hookd.lock`` (a second daemon exits at once), listens on
+``<root>/.keel/hookd.sock`` (mode 0600; a peer of another uid is refused), records its pid
+and start time in ``<root>/.keel/hookd.pid`` (the relay trusts only that process), and exits
+after ``KEEL_HOOKD_IDLE`` seconds without a request (default 600), as soon as its socket is
+removed or replaced, or when the workspace disappears.
+
+Each request is answered by ``keel.hook.runner.answer``, the very code a hook process
+runs, one request at a time, with the request's environment and working directory swapped
+in. The daemon keeps one journal connection and one guard per session in memory (so the
+monitor's state is not read and written as a file per call); a guard is rebuilt when
+keel.toml changed or another process wrote the session's state since. The emergency stop is
+read afresh on every decision. Every request carries the hook process's request id and the
+instant it stops waiting: the guard commits nothing after it, and a request the hook process
+re-decided in process is never journaled twice. A relay of another keel version, or any
+request after a loaded keel source file changed, gets ``retry`` (and the daemon exits, so
+the next call starts a current one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from keel.hook.main import (
+    LOCK_NAME,
+    MAGIC,
+    PID_NAME,
+    SOCKET_NAME,
+    netstrings,
+    parse_netstrings,
+    process_start,
+    read_record,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from keel.guard import Guard
+    from keel.hook.protocol import HookInput
+    from keel.journal import SQLiteJournal
+
+DEFAULT_IDLE = 600.0
+POLL = 1.0
+MAX_REQUEST = 64 * 1024 * 1024
+MAX_GUARDS = 64
+_WORK = threading.Lock()
+
+
+def socket_path(root: Path) -> Path:
+    """Where the daemon of ``root`` listens."""
+    return root / ".keel" / SOCKET_NAME
+
+
+def daemon_running(root: Path) -> bool:
+    """True if this user's recorded daemon of ``root`` is alive and its socket accepts."""
+    root = root.resolve()
+    if read_record(str(root / ".keel")) is None:
+        return False
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(2)
+        sock.connect(str(socket_path(root)))
+    except OSError:
+        return False
+    finally:
+        sock.close()
+    return True
+
+
+def stop_daemon(root: Path, *, wait: float = 1.0) -> bool:
+    """Make the daemon of ``root`` exit: remove its socket, then kill it if it lingers.
+
+    A daemon that is hung or stopped (``SIGSTOP``) is killed (``SIGKILL`` reaches a stopped
+    process). Returns True if there was a daemon or a socket. Hooks decide in process until
+    a later hook starts a new daemon.
+    """
+    import signal
+
+    root = root.resolve()
+    record = read_record(str(root / ".keel"))
+    removed = False
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        socket_path(root).unlink()
+        removed = True
+    if record is None:
+        return removed
+    pid, start = record
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + wait
+    while time.monotonic() < end and process_start(pid) == start:
+        time.sleep(0.02)
+    if process_start(pid) == start:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return True
+
+
+def serve(root: Path, *, idle: float = DEFAULT_IDLE, ready: threading.Event | None = None) -> int:
+    """Serve hook calls for ``root`` until idle; 0 also when another daemon already serves."""
+    root = root.resolve()
+    keel_dir = root / ".keel"
+    keel_dir.mkdir(parents=True, exist_ok=True)
+    lock_fd = os.open(keel_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(lock_fd)
+        return 0
+    path = socket_path(root)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    inode = -1
+    state = _State(time.monotonic(), root)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # stale: its daemon is gone, since we hold the lock
+        old = os.umask(0o177)
+        try:
+            server.bind(str(path))
+        finally:
+            os.umask(old)
+        server.listen(64)
+        server.settimeout(POLL)
+        inode = path.stat().st_ino
+        _write_record(keel_dir)
+        if ready is not None:
+            ready.set()
+        _loop(server, path, inode, idle, state)
+    finally:
+        server.close()
+        state.close()
+        with contextlib.suppress(OSError):
+            if path.stat().st_ino == inode:
+                path.unlink()
+        with contextlib.suppress(OSError):
+            if read_record(str(keel_dir)) == (os.getpid(), process_start(os.getpid())):
+                (keel_dir / PID_NAME).unlink()
+        os.close(lock_fd)
+    return 0
+
+
+def _write_record(keel_dir: Path) -> None:
+    """``hookd.pid``: this process's pid and start time, written atomically."""
+    from keel.core.files import write_atomic
+
+    pid = os.getpid()
+    write_atomic(keel_dir / PID_NAME, f"{pid} {process_start(pid)}\n")
+
+
+class _State:
+    """What the accept loop and the request threads share."""
+
+    def __init__(self, now: float, root: Path, *, inside_sandbox: bool = False) -> None:
+        self.last = now
+        self.busy = 0
+        self.stop = False
+        self.lock = threading.Lock()
+        self.guards = _Guards(root, inside_sandbox=inside_sandbox)
+
+    def close(self) -> None:
+        self.guards.close()
+
+
+class _Guards:
+    """One journal connection and one guard per session, kept while they are current."""
+
+    def __init__(self, root: Path, *, inside_sandbox: bool = False) -> None:
+        self.root = root
+        self.inside_sandbox = inside_sandbox
+        self.journal: SQLiteJournal | None = None
+        self.journal_inode: int | None = None
+        self.guards: dict[tuple[str, str], tuple[tuple[object, ...] | None, Guard]] = {}
+
+    def __call__(self, root: Path, inp: HookInput, deadline_at: float) -> Guard:
+        """The session's guard: cached while current; its ``close`` leaves the journal open."""
+        from keel.guard import Guard
+
+        journal = self._journal(deadline_at)
+        key = (inp.session_id, inp.agent)
+        stamp = _config_stamp(self.root)
+        cached = self.guards.get(key)
+        if cached is not None and cached[0] == stamp and cached[1].journal is journal:
+            guard = cached[1]
+            if not guard.is_current():
+                guard.reload_state()
+        else:
+            guard = Guard.open(
+                self.root,
+                session_id=inp.session_id,
+                agent=inp.agent,
+                journal=journal,
+                wait_until=deadline_at,
+                inside_sandbox=self.inside_sandbox,
+            )
+            self.guards.pop(key, None)
+            self.guards[key] = (stamp, guard)
+            while len(self.guards) > MAX_GUARDS:
+                del self.guards[next(iter(self.guards))]
+        return guard
+
+    def _journal(self, deadline_at: float) -> SQLiteJournal:
+        """The shared connection, reopened when journal.db was replaced (e.g. moved aside)."""
+        from keel.journal import journal_path, open_journal
+
+        try:
+            inode: int | None = journal_path(self.root).stat().st_ino
+        except OSError:
+            inode = None
+        if self.journal is None or inode is None or inode != self.journal_inode:
+            self.close()
+            self.journal = open_journal(
+                self.root, timeout=max(deadline_at - time.monotonic(), 0.01)
+            )
+            self.journal_inode = journal_path(self.root).stat().st_ino
+        return self.journal
+
+    def close(self) -> None:
+        self.guards.clear()
+        if self.journal is not None:
+            with contextlib.suppress(Exception):
+                self.journal.close()
+            self.journal = None
+
+
+def _config_stamp(root: Path) -> tuple[object, ...] | None:
+    """What keel.toml looks like on disk; a change rebuilds the session's guard."""
+    try:
+        st = os.stat(root / "keel.toml")
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _loop(server: socket.socket, path: Path, inode: int, idle: float, state: _State) -> None:
+    while not state.stop:
+        try:
+            conn, _ = server.accept()
+        except TimeoutError:
+            with state.lock:
+                quiet = state.busy == 0 and time.monotonic() - state.last > idle
+            if quiet or not _still_ours(path, inode):
+                return
+            continue
+        except OSError:
+            return
+        with state.lock:
+            state.busy += 1
+            state.last = time.monotonic()
+        threading.Thread(
+            target=_connection, args=(conn, state), name="keel-hookd", daemon=True
+        ).start()
+
+
+def _still_ours(path: Path, inode: int) -> bool:
+    try:
+        return path.stat().st_ino == inode
+    except OSError:
+        return False
+
+
+def _connection(conn: socket.socket, state: _State) -> None:
+    try:
+        serve_connection(conn, state)
+    finally:
+        with state.lock:
+            state.busy -= 1
+            state.last = time.monotonic()
+
+
+class Service:
+    """One workspace's hook service state, for another front end (``keel wrap``)."""
+
+    def __init__(self, root: Path, *, inside_sandbox: bool = False) -> None:
+        """The guards and journal of ``root``; ``inside_sandbox`` as in ``Guard.open``."""
+        preload()
+        _code_changed()  # remember the sources as loaded
+        self.state = _State(time.monotonic(), root.resolve(), inside_sandbox=inside_sandbox)
+
+    @property
+    def stopped(self) -> bool:
+        """True once the service should end (keel's code changed)."""
+        return self.state.stop
+
+    def serve(
+        self,
+        conn: socket.socket,
+        rewrite: Callable[[list[bytes]], list[bytes]] | None = None,
+    ) -> None:
+        """Answer the one request on ``conn`` (``rewrite`` may adjust its fields first)."""
+        serve_connection(conn, self.state, rewrite)
+
+    def close(self) -> None:
+        """Close the journal and drop the guards."""
+        self.state.close()
+
+
+def serve_connection(
+    conn: socket.socket,
+    state: _State,
+    rewrite: Callable[[list[bytes]], list[bytes]] | None = None,
+) -> None:
+    """Read one relayed request from ``conn`` (same uid only) and send its answer."""
+    try:
+        with conn:
+            conn.settimeout(60)
+            if not _same_user(conn):
+                return
+            fields = _receive(conn)
+            if fields is None:
+                return
+            if rewrite is not None:
+                fields = rewrite(fields)
+            conn.sendall(netstrings(_respond(fields, state)))
+    except OSError:
+        pass
+
+
+def _same_user(conn: socket.socket) -> bool:
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return uid == os.getuid()
+
+
+def _receive(conn: socket.socket) -> list[bytes] | None:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > MAX_REQUEST:
+            return None
+        chunks.append(chunk)
+    return parse_netstrings(b"".join(chunks))
+
+
+class Request:
+    """One relayed hook call."""
+
+    __slots__ = ("argv", "cwd", "data", "env", "reply_by", "request_id", "root", "version")
+
+    def __init__(
+        self,
+        version: str,
+        root: str,
+        cwd: str,
+        request_id: str,
+        reply_by: float,
+        argv: list[str],
+        env: dict[str, str],
+        data: bytes,
+    ) -> None:
+        self.version, self.root, self.cwd = version, root, cwd
+        self.request_id, self.reply_by = request_id, reply_by
+        self.argv, self.env, self.data = argv, env, data
+
+
+def _respond(fields: list[bytes], state: _State) -> list[bytes]:
+    from keel import __version__
+
+    retry = [MAGIC, b"retry"]
+    request = parse_request(fields)
+    if request is None:
+        return retry
+    if request.version != __version__ or _code_changed():
+        state.stop = True  # keel was upgraded or edited: the next hook starts a current daemon
+        return retry
+    if Path(request.root).resolve() != state.guards.root or time.monotonic() >= request.reply_by:
+        return retry
+    code, out, err = _answer(request, state)
+    if _stray_work():
+        state.stop = True  # a call overran its deadline and still runs: never run beside it
+    return [MAGIC, b"ok", str(code).encode(), out, err]
+
+
+def _stray_work() -> bool:
+    """True if a hook worker is still running after its call was answered (a missed deadline)."""
+    for thread in threading.enumerate():
+        if thread.name == "keel-hook":
+            thread.join(0.1)  # a finished worker may still be between done.set() and its end
+            if thread.is_alive():
+                return True
+    return False
+
+
+_SEEN: dict[str, tuple[int, int]] = {}
+
+
+def _code_changed() -> bool:
+    """True if a loaded keel module's source changed since this daemon first saw it."""
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None) if name.startswith("keel") else None
+        if not path:
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            return True
+        seen = _SEEN.setdefault(path, (st.st_mtime_ns, st.st_size))
+        if seen != (st.st_mtime_ns, st.st_size):
+            return True
+    return False
+
+
+def parse_request(fields: list[bytes]) -> Request | None:
+    """The request in a relay's netstrings, or None when they are not one."""
+    try:
+        if fields[0] != MAGIC:
+            return None
+        version, root, cwd = fields[1].decode(), os.fsdecode(fields[2]), os.fsdecode(fields[3])
+        request_id, reply_by = fields[4].decode("ascii"), float(fields[5])
+        argc = int(fields[6])
+        argv = [os.fsdecode(a) for a in fields[7 : 7 + argc]]
+        envc = int(fields[7 + argc])
+        pairs = fields[8 + argc : 8 + argc + envc]
+        data = fields[8 + argc + envc]
+        if len(fields) != 9 + argc + envc or len(argv) != argc or not request_id.isalnum():
+            return None
+    except (IndexError, ValueError, UnicodeDecodeError):
+        return None
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, eq, value = pair.partition(b"=")
+        if eq:
+            env[os.fsdecode(key)] = os.fsdecode(value)
+    return Request(version, root, cwd, request_id, reply_by, argv, env, data)
+
+
+def _answer(request: Request, state: _State) -> tuple[int, bytes, bytes]:
+    """Run the in-process hook with the request's environment and directory, one at a time."""
+    from keel.hook.main import BLOCK, parse_hook_args
+    from keel.hook.runner import answer
+
+    with _WORK:
+        saved_env = dict(os.environ)
+        saved_cwd = os.getcwd()
+        try:
+            os.environ.clear()
+            os.environ.update(request.env)
+            with contextlib.suppress(OSError):
+                os.chdir(request.cwd)
+            try:
+                args = parse_hook_args(request.argv)
+            except ValueError:
+                return BLOCK, b"", b"keel hook: bad arguments; blocked to be safe\n"
+            return answer(
+                args,
+                request.data,
+                request_id=request.request_id,
+                deadline_at=request.reply_by,
+                root=str(state.guards.root),
+                guard_factory=state.guards,  # pyright: ignore[reportArgumentType]
+            )
+        finally:
+            os.environ.clear()
+            os.environ.update(saved_env)
+            with contextlib.suppress(OSError):
+                os.chdir(saved_cwd)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``keel hookd ROOT``: serve until idle (``KEEL_HOOKD_IDLE`` seconds, default 600)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        sys.stderr.write("usage: keel hookd ROOT\n")
+        return 2
+    try:
+        idle = float(os.environ.get("KEEL_HOOKD_IDLE", DEFAULT_IDLE))
+    except ValueError:
+        idle = DEFAULT_IDLE
+    import signal
+
+    def _terminate(signum: int, frame: object) -> None:
+        raise SystemExit(0)  # unwinds serve(): the socket and the record are removed
+
+    signal.signal(signal.SIGTERM, _terminate)
+    preload()
+    _code_changed()  # remember the sources as loaded
+    return serve(Path(args[0]), idle=idle)
+
+
+def preload() -> None:
+    """Import what every request needs, once."""
+    import keel.guard
+    import keel.hook.runner
+    import keel.journal
+    import keel.monitor
+    import keel.policy._policy
+    import keel.policy._shell
+
+    with contextlib.suppress(Exception):
+        keel.policy._shell._parser()  # pyright: ignore[reportPrivateUsage]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""``keel exec``: one command contained in place in the workspace."""

@@ -1,0 +1,207 @@
+"""Contained execution (``keel exec``) as a library: the API the hooks and ``keel stop`` use.
+
+``run_contained`` runs one command in place in the workspace, as the invoking user, with its
+stdio inherited, inside the exec sandbox (bubblewrap, else Landlock): writes only to the
+workspace, a private ``/tmp`` and ``[sandbox] writable``; keel's and the agents' control files
+read-only and new ones quarantined; a fresh HOME without secrets; a filtered environment; the
+network only through a host-side proxy that enforces the policy's allowlist; its own pid
+namespace; a wall-clock limit. ``exec_argv`` is the command line that does the same from a
+shell (what an agent's shell call is rewritten to); ``kill_contained`` ends every contained
+command of a workspace (``keel stop``). See ``keel.sandbox.exec._exec`` for the exit codes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from keel.core import isolated as _isolated
+from keel.core.frozen import Frozen
+from keel.sandbox.exec._exec import (
+    EXIT_NOT_FOUND,
+    EXIT_QUARANTINED,
+    EXIT_REFUSED,
+    EXIT_TIMEOUT,
+    EXIT_UNAVAILABLE,
+    ExecRefused,
+    execute,
+    final_code,
+)
+from keel.sandbox.os._registry import kill_contained as _kill_contained
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import TextIO
+
+    from keel.sandbox.exec._proxy import ProxyDecision
+
+__all__ = [
+    "EXIT_NOT_FOUND",
+    "EXIT_QUARANTINED",
+    "EXIT_REFUSED",
+    "EXIT_TIMEOUT",
+    "EXIT_UNAVAILABLE",
+    "ExecResult",
+    "exec_argv",
+    "exec_backend",
+    "kill_contained",
+    "run_contained",
+]
+
+LAUNCHER = _isolated.LAUNCHER
+"""The script ``exec_argv`` runs: keel's isolated launcher (``keel.core.isolated``)."""
+
+
+class ExecResult(Frozen):
+    """What one contained command did."""
+
+    __slots__ = (
+        "backend",
+        "connections",
+        "duration_ms",
+        "exit_code",
+        "quarantined",
+        "restored",
+        "timed_out",
+    )
+    exit_code: int
+    """``keel exec``'s exit status: the command's, ``128 + N`` for signal N, or 123/124."""
+    backend: str
+    """``bwrap`` or ``landlock``."""
+    timed_out: bool
+    quarantined: tuple[str, ...]
+    """Control files the command created, moved to ``.keel/quarantine/<stamp>/``."""
+    restored: tuple[str, ...]
+    """Control files the command changed and keel put back (Landlock only)."""
+    connections: tuple[ProxyDecision, ...]
+    """Every connection asked of the proxy, allowed or not."""
+    duration_ms: float
+
+    def __init__(
+        self,
+        exit_code: int,
+        backend: str,
+        timed_out: bool,
+        quarantined: tuple[str, ...],
+        restored: tuple[str, ...],
+        connections: tuple[ProxyDecision, ...],
+        duration_ms: float,
+    ) -> None:
+        self._init(
+            exit_code=exit_code,
+            backend=backend,
+            timed_out=timed_out,
+            quarantined=quarantined,
+            restored=restored,
+            connections=connections,
+            duration_ms=duration_ms,
+        )
+
+
+def run_contained(
+    command: Sequence[str],
+    *,
+    workspace: str | os.PathLike[str],
+    cwd: str | os.PathLike[str] | None = None,
+    timeout: float | None = None,
+    backend: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    err: TextIO | None = None,
+) -> ExecResult:
+    """Run ``command`` contained in ``workspace`` (stdio inherited) and wait for it.
+
+    Args:
+        command: The argv, e.g. ``["bash", "-c", "make test"]``.
+        workspace: The workspace root.
+        cwd: Where to run; the root unless it is inside the workspace.
+        timeout: Wall-clock seconds; ``[sandbox] exec_timeout_seconds`` when ``None``.
+        backend: ``auto``, ``bwrap`` or ``landlock``; ``[sandbox] backend`` when ``None``.
+        environ: The environment to filter; ``os.environ`` when ``None``.
+        err: Where keel's own one-line notices go (``sys.stderr``).
+
+    Raises:
+        StopRequested: the emergency stop is set (``stop.active``).
+        SandboxError: the command cannot be contained here (``sandbox.*``); it did not run.
+        ConfigError: keel.toml is invalid.
+        UsageError: an empty command or a workspace that is not a directory.
+    """
+    try:
+        outcome = execute(
+            command,
+            workspace=os.fspath(workspace),
+            cwd=os.fspath(cwd) if cwd is not None else None,
+            timeout=timeout,
+            backend=backend,
+            environ=environ,
+            err=err,
+        )
+    except ExecRefused as exc:
+        raise _translate(exc) from exc
+    return ExecResult(
+        final_code(outcome, err or sys.stderr),
+        outcome.backend,
+        outcome.timed_out,
+        tuple(outcome.quarantined),
+        tuple(outcome.restored),
+        tuple(outcome.connections),
+        outcome.duration_ms,
+    )
+
+
+def _translate(exc: ExecRefused) -> Exception:
+    from keel.core.errors import ConfigError, SandboxError, StopRequested, UsageError
+
+    if exc.code.startswith("stop."):
+        return StopRequested(exc.message, code=exc.code)
+    if exc.code.startswith("config."):
+        return ConfigError(exc.message, code=exc.code)
+    if exc.code.startswith("usage."):
+        return UsageError(exc.message, code=exc.code)
+    return SandboxError(exc.message, code=exc.code)
+
+
+def kill_contained(root: str | os.PathLike[str]) -> int:
+    """Kill every contained command running in the workspace at ``root``; how many there were.
+
+    Each one's sandbox is SIGKILLed (its pid namespace takes every child along) and its
+    ``keel exec`` SIGTERMed, so it still quarantines what the command planted before it exits.
+    """
+    return _kill_contained(os.fspath(root))
+
+
+def exec_argv(
+    workspace: str | os.PathLike[str],
+    command: Sequence[str],
+    *,
+    timeout: float | None = None,
+    python: str | None = None,
+    report: str | None = None,
+) -> list[str]:
+    """The fastest command line that runs ``command`` contained in ``workspace``.
+
+    ``[python, "-I", "-S", <keel>/_launch.py, "exec", "--workspace", W, ("--timeout", S),
+    "--", *command]``: isolated (it starts in the workspace, which must not reach keel's
+    ``sys.path``, and ignores ``PYTHON*`` variables), the interpreter skips ``site`` and the
+    launcher puts keel on ``sys.path`` itself. ``python`` defaults to the running interpreter.
+    ``report``: ``keel exec --report ID`` (what the run left behind, for the hook's journal).
+    """
+    argv = _isolated.launcher_argv(
+        "exec", "--workspace", os.fspath(workspace), python=python, site=False
+    )
+    if timeout is not None:
+        argv += ["--timeout", f"{timeout:g}"]
+    if report is not None:
+        argv += ["--report", report]
+    return [*argv, "--", *command]
+
+
+def exec_backend(
+    requested: str = "auto", *, refresh: bool = False, state_dir: str | None = None
+) -> tuple[str | None, str]:
+    """``(backend, reason)`` that ``keel exec`` uses here for ``requested``; ``None`` if none."""
+    from keel.core.userstate import user_state_dir
+    from keel.sandbox.exec._select import choose
+
+    choice = choose(requested, state_dir or user_state_dir(), refresh=refresh)
+    return choice.name, choice.reason

@@ -1,0 +1,1 @@
+"""Operating-system mechanisms (seccomp, Landlock, processes): no policy."""

@@ -1,0 +1,1 @@
+"""Sandboxed read-only probes: a scratch copy, an unprivileged uid, no network."""
