@@ -42,13 +42,13 @@ _PHASES = frozenset({"stats", "list_all_tests", "mutant_generation"})
 
 # Module prefix -> the tests aimed at it, in the order they should run.
 AREAS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("keel.policy.", ("tests/policy/", "tests/test_guard", "tests/adapters/")),
-    ("keel.guard", ("tests/test_guard", "tests/policy/test_survivors.py", "tests/adapters/")),
-    ("keel.adapters.", ("tests/adapters/", "tests/test_guard")),
-    ("keel.journal.", ("tests/journal/", "tests/test_guard", "tests/adapters/")),
-    ("keel.workspace.", ("tests/workspace/", "tests/test_patchtext.py", "tests/test_guard")),
+    ("keel.policy.", ("tests/policy/", "tests/guard/test_guard", "tests/hook/")),
+    ("keel.guard", ("tests/guard/test_guard", "tests/policy/test_survivors.py", "tests/hook/")),
+    ("keel.adapters.", ("tests/hook/", "tests/guard/test_guard")),
+    ("keel.journal.", ("tests/journal/", "tests/guard/test_guard", "tests/hook/")),
+    ("keel.workspace.", ("tests/workspace/", "tests/core/test_patchtext.py", "tests/guard/test_guard")),
     ("keel.plan.", ("tests/plan/",)),
-    ("keel.sandbox.", ("tests/sandbox/", "tests/test_guard_contain.py", "tests/plan/")),
+    ("keel.sandbox.", ("tests/sandbox/", "tests/guard/test_guard_contain.py", "tests/plan/")),
 )
 
 

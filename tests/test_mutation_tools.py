@@ -31,17 +31,17 @@ def test_a_mutant_runs_its_own_areas_tests_first_fastest_first() -> None:
     narrow = _load("mutmut_keel").narrow
     tests = [
         "tests/plan/test_plan_engine.py::test_slow",
-        "tests/adapters/test_x.py::test_a",
+        "tests/hook/test_x.py::test_a",
         "tests/policy/test_b.py::test_slow",
         "tests/policy/test_b.py::test_fast",
-        "tests/test_guard.py::test_g",
+        "tests/guard/test_guard.py::test_g",
     ]
     took = {tests[0]: 2.5, tests[1]: 0.01, tests[2]: 0.3, tests[3]: 0.001, tests[4]: 0.2}
     assert narrow("keel.policy._shell.x_split__mutmut_3", tests, took) == [
         "tests/policy/test_b.py::test_fast",
         "tests/policy/test_b.py::test_slow",
-        "tests/test_guard.py::test_g",
-        "tests/adapters/test_x.py::test_a",
+        "tests/guard/test_guard.py::test_g",
+        "tests/hook/test_x.py::test_a",
     ]
 
 

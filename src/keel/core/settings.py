@@ -8,7 +8,7 @@ structurally, the view's section classes by deriving from these protocols.
 
 The protocols exist for the type checker only (``typing`` costs ~9 ms to import on the hook
 path); at run time their names are ``object``. Each property's body documents that the value
-comes from the concrete class. ``tests/test_settings.py`` checks that every section here
+comes from the concrete class. ``tests/core/test_settings.py`` checks that every section here
 lists exactly the fields of its pydantic model, so the two cannot drift apart.
 """
 

@@ -11,7 +11,7 @@ from keel import config as schema
 from keel.core.configview import SettingsView, config_view
 from keel.core.settings import SECTIONS
 
-SETTINGS = Path(__file__).resolve().parents[1] / "src" / "keel" / "settings.py"
+SETTINGS = Path(__file__).resolve().parents[2] / "src" / "keel" / "core" / "settings.py"
 
 
 def _protocol_fields() -> dict[str, set[str]]:
