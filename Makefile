@@ -27,6 +27,7 @@ check: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/pyright
+	$(BIN)/lint-imports
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py

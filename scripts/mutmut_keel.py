@@ -43,8 +43,9 @@ _PHASES = frozenset({"stats", "list_all_tests", "mutant_generation"})
 # Module prefix -> the tests aimed at it, in the order they should run.
 AREAS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("keel.policy.", ("tests/policy/", "tests/guard/test_guard", "tests/hook/")),
-    ("keel.guard", ("tests/guard/test_guard", "tests/policy/test_survivors.py", "tests/hook/")),
-    ("keel.adapters.", ("tests/hook/", "tests/guard/test_guard")),
+    ("keel.guard", ("tests/guard/test_guard", "tests/policy/test_symlinked_paths.py",
+                    "tests/policy/test_workspace_deletes.py", "tests/hook/")),
+    ("keel.hook.", ("tests/hook/", "tests/guard/test_guard")),
     ("keel.journal.", ("tests/journal/", "tests/guard/test_guard", "tests/hook/")),
     ("keel.workspace.", ("tests/workspace/", "tests/core/test_patchtext.py", "tests/guard/test_guard")),
     ("keel.plan.", ("tests/plan/",)),

@@ -31,8 +31,8 @@ from pydantic import (
 )
 
 from keel.core.errors import ConfigError
+from keel.core.root import CONFIG_NAME
 
-CONFIG_NAME = "keel.toml"
 PresetName = Literal["strict", "developer", "readonly"]
 PRESETS: tuple[PresetName, ...] = ("strict", "developer", "readonly")
 

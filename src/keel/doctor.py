@@ -175,8 +175,9 @@ def diagnose(
 
 
 def _workspace_checks(root: Path, quick: bool) -> list[Check]:
-    from keel.config import CONFIG_NAME, config_for
+    from keel.config import config_for
     from keel.core.errors import KeelError
+    from keel.core.root import CONFIG_NAME
     from keel.core.stop import stop_status
 
     checks: list[Check] = []

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from keel.config import CONFIG_NAME, PRESETS, PresetName, config_present, parse_config
+from keel.config import PRESETS, PresetName, config_present, parse_config
 from keel.core.errors import ConfigError, UsageError, WorkspaceError
 from keel.core.files import write_atomic
-from keel.core.root import ensure_state_dir
+from keel.core.root import CONFIG_NAME, STATE_DIR, ensure_state_dir
 from keel.hook.permissions import PermissionImport
 
 _PRESET_NOTES: dict[str, str] = {
@@ -245,6 +245,7 @@ def _gitignore_addition(root: Path) -> bytes:
     gitignore = root / ".gitignore"
     raw = gitignore.read_bytes() if os.path.lexists(gitignore) else b""
     entries = {line.strip() for line in raw.splitlines()}
-    if entries & {b".keel", b".keel/", b"/.keel", b"/.keel/"}:
+    name = STATE_DIR.encode()
+    if entries & {name, name + b"/", b"/" + name, b"/" + name + b"/"}:
         return b""
-    return (b"" if not raw or raw.endswith(b"\n") else b"\n") + b".keel/\n"
+    return (b"" if not raw or raw.endswith(b"\n") else b"\n") + name + b"/\n"

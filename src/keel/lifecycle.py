@@ -21,6 +21,7 @@ from typing import Any
 
 from keel.core.errors import JournalError, KeelError, UsageError
 from keel.core.events import Event, StopPayload
+from keel.core.root import CONFIG_NAME, is_repository
 from keel.core.stop import StopStatus, clear_stop, set_stop, stop_status
 
 ADMIN_SESSION = "keel-admin"
@@ -85,9 +86,7 @@ def is_workspace(root: Path) -> bool:
     directory is no workspace (a ``.keel/`` alone does not make one: it may be what an earlier
     stop left there).
     """
-    from keel.config import CONFIG_NAME
-
-    return (root / CONFIG_NAME).is_file() or os.path.lexists(root / ".git")
+    return (root / CONFIG_NAME).is_file() or is_repository(root)
 
 
 def nearby_workspaces(
@@ -99,7 +98,6 @@ def nearby_workspaces(
     skips hidden and dependency directories and never follows symlinks; workspaces keel
     registered below ``start`` are added even when deeper.
     """
-    from keel.config import CONFIG_NAME
     from keel.core.userstate import registered_workspaces
 
     found: list[Path] = []
@@ -199,13 +197,13 @@ def emergency_resume(root: Path) -> bool:
 
 def workspace_status(root: Path) -> dict[str, Any]:
     """Root, config file, preset, stop flag and journal size, as a dict."""
-    from keel.config import CONFIG_NAME, config_for
-    from keel.journal import journal_health, read_journal
+    from keel.config import config_for
+    from keel.journal import journal_health, journal_path, read_journal
 
     config_path = root / CONFIG_NAME
     config = config_for(root)
     journal: dict[str, Any] = {"events": 0, "sessions": 0}
-    if (root / ".keel" / "journal.db").exists():
+    if journal_path(root).exists():
         try:
             with read_journal(root) as j:  # status only reads: it never recovers or migrates
                 sessions = j.sessions()
@@ -289,9 +287,9 @@ def monitor_stops(root: Path) -> list[MonitorStop]:
     Raises:
         JournalError: the journal cannot be read.
     """
-    from keel.journal import read_journal
+    from keel.journal import journal_path, read_journal
 
-    if not (root / ".keel" / "journal.db").exists():
+    if not journal_path(root).exists():
         return []
     found: list[MonitorStop] = []
     with read_journal(root) as journal:

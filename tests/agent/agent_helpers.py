@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from _support import keel
 from keel.core.events import DataPayload, Event
 from keel.journal import read_journal
-
-KEEL = [sys.executable, "-c", "from keel.cli._entry import main; raise SystemExit(main())"]
 
 REPORT = """import csv
 
@@ -54,24 +50,9 @@ def sales_workspace(root: Path, *, gates: bool = True) -> Path:
     return root
 
 
-def keel(root: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run the keel CLI in ``root`` (no terminal, no model key in the environment)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
-    return subprocess.run(
-        [*KEEL, "--workspace", str(root), *args],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
-
-
 def run_json(root: Path, url: str, task: str, *extra: str) -> tuple[int, dict[str, Any], str]:
     """``keel run TASK --json`` against a fake server: exit code, the object, stderr."""
     done = keel(
-        root,
         "run",
         task,
         "--model",
@@ -81,6 +62,7 @@ def run_json(root: Path, url: str, task: str, *extra: str) -> tuple[int, dict[st
         "--non-interactive",
         "--json",
         *extra,
+        workspace=root,
     )
     assert done.stdout.strip(), done.stderr
     return done.returncode, json.loads(done.stdout), done.stderr

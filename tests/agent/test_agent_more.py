@@ -22,12 +22,10 @@ from typing import Any
 
 import pytest
 from agent_helpers import (
-    KEEL,
     KEEL_TOML,
     REPORT,
     data_of,
     headers_plan,
-    keel,
     replace_patch,
     run_json,
     sales_workspace,
@@ -35,6 +33,7 @@ from agent_helpers import (
 )
 from fake_chat import FakeChat, last_user, tool_texts
 
+from _support import KEEL, keel, keel_env
 from keel.core.calls import ToolCall
 from keel.core.events import ToolResultPayload
 from keel.guard import Guard
@@ -89,10 +88,6 @@ class StepChat(FakeChat):
         found = re.search(r"^Phase: \w+\. Step (\d+) of", last_user(body), re.MULTILINE)
         assert found is not None, last_user(body)
         return int(found.group(1)) - 1
-
-
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
 
 
 # -- 1. [agent] require_plan = false --------------------------------------------------------
@@ -249,8 +244,8 @@ def test_max_steps_ends_the_run_with_exit_1_and_the_reason(workdir: Path) -> Non
     reads = [[("read_file", {"path": p})] for p in ("report.py", "check.py", "data/sales.csv")]
     with FakeChat(reads) as fake:
         code, result, _ = run_json(root, fake.url, TASK, "--max-steps", "2")
-        text = keel(root, "run", TASK, "--model", "openai:fake", "--base-url", fake.url,
-                    "--non-interactive", "--max-steps", "2")  # fmt: skip
+        text = keel("run", TASK, "--model", "openai:fake", "--base-url", fake.url,
+                    "--non-interactive", "--max-steps", "2", workspace=root)  # fmt: skip
     assert code == 1 and result["exit_code"] == 1
     assert result["outcome"] == "failed"
     assert result["reason"] == "the run reached --max-steps (2)"
@@ -313,8 +308,8 @@ def test_json_prints_exactly_one_final_object(workdir: Path) -> None:
         [("finish", {"summary": "report uses revenue"})],
     ]
     with FakeChat(turns) as fake:
-        done = keel(root, "run", TASK, "--model", "openai:fake", "--base-url", fake.url,
-                    "--non-interactive", "--json")  # fmt: skip
+        done = keel("run", TASK, "--model", "openai:fake", "--base-url", fake.url,
+                    "--non-interactive", "--json", workspace=root)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("{")
     value, end = json.JSONDecoder().raw_decode(done.stdout)
@@ -396,7 +391,7 @@ def test_replay_runs_with_the_network_off_and_never_touches_the_users_tree(
         session = result["session_id"]
 
         before = _tree(root)
-        replayed = keel(root, "replay", session, "--json")
+        replayed = keel("replay", session, "--json", workspace=root)
         assert replayed.returncode == 1, replayed.stdout + replayed.stderr
         verdict = json.loads(replayed.stdout)["divergence"]
         assert (verdict["step"], verdict["what"]) == (1, "tool result")
@@ -407,7 +402,7 @@ def test_replay_runs_with_the_network_off_and_never_touches_the_users_tree(
         copy.chmod(0o755)
         try:
             on_before = _tree(copy)
-            on = keel(root, "replay", session, "--on", str(copy), "--json")
+            on = keel("replay", session, "--on", str(copy), "--json", workspace=root)
             assert on.returncode == 1, on.stdout + on.stderr
             diverged = json.loads(on.stdout)["divergence"]
             assert (diverged["step"], diverged["what"]) == (1, "tool result")
@@ -447,8 +442,8 @@ def test_pinned_constraints_are_in_the_same_place_of_every_request(workdir: Path
     with StepChat(turns) as fake:
         code, result, _ = run_json(root, fake.url, TASK)
         assert code == 3
-        resumed = keel(root, "run", "--resume", result["session_id"], "--answer", "revenue",
-                       "--base-url", fake.url, "--json", "--non-interactive")  # fmt: skip
+        resumed = keel("run", "--resume", result["session_id"], "--answer", "revenue", "--base-url",
+                       fake.url, "--json", "--non-interactive", workspace=root)  # fmt: skip
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert len(fake.requests) == len(turns)
     assert any(
@@ -473,7 +468,7 @@ def test_pinned_constraints_are_in_the_same_place_of_every_request(workdir: Path
 def _on_a_terminal(argv: list[str], cwd: Path) -> tuple[int, str]:
     """Run ``argv`` with stdout and stderr on a pseudo-terminal: exit code and what it showed."""
     master, slave = pty.openpty()
-    env = {**_env(), "TERM": "xterm-256color", "COLUMNS": "100", "LINES": "40"}
+    env = {**keel_env(), "TERM": "xterm-256color", "COLUMNS": "100", "LINES": "40"}
     env.pop("NO_COLOR", None)
     proc = subprocess.Popen(
         argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave
@@ -509,13 +504,13 @@ def test_the_live_view_shows_phase_and_step_on_a_terminal_and_no_ansi_off_it(
         [("finish", {"summary": "checked"})],
     ]
     with FakeChat(turns) as fake:
-        argv = [*KEEL, "--workspace", str(root), "run", TASK, "--model", "openai:fake",
+        argv = [KEEL, "--workspace", str(root), "run", TASK, "--model", "openai:fake",
                 "--base-url", fake.url, "--non-interactive"]  # fmt: skip
         code, shown = _on_a_terminal(argv, root)
         off = subprocess.run(
             argv,
             cwd=root,
-            env={**_env(), "TERM": "xterm-256color"},
+            env={**keel_env(), "TERM": "xterm-256color"},
             capture_output=True,
             text=True,
             stdin=subprocess.DEVNULL,
@@ -563,11 +558,11 @@ def test_usage_errors_exit_2(workdir: Path) -> None:
         (("replay", "run-000000000000"), "journal.session_unknown"),
     ]
     for args, code in cases:
-        done = keel(root, *args)
+        done = keel(*args, workspace=root)
         assert done.returncode == 2, (args, done.returncode, done.stderr)
         assert f"[{code}]" in done.stderr, (args, done.stderr)
         assert "Traceback" not in done.stderr and done.stdout == ""
-    as_json = keel(root, "replay", other, "--json")
+    as_json = keel("replay", other, "--json", workspace=root)
     assert as_json.returncode == 2
     assert json.loads(as_json.stderr)["error"]["code"] == "usage.replay"
     assert _rules(root, other) == [("t1", "allow", "path.read")]  # nothing else was journaled

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent_helpers import REPORT, headers_plan, keel, replace_patch, sales_workspace
+from agent_helpers import REPORT, headers_plan, replace_patch, sales_workspace
 
+from _support import keel
 from keel.agent import build_map
 from keel.agent._context import State, Turn, build_request, summary_line
 from keel.agent._tools import TOOLS
@@ -28,22 +29,22 @@ def _scripted_fix(root: Path) -> Path:
 
 def test_rules_answer_simple_requests_without_a_model(workdir: Path) -> None:
     root = sales_workspace(workdir)
-    failing = keel(root, "run", "Run the tests.")  # no --model: a rule answers
+    failing = keel("run", "Run the tests.", workspace=root)  # no --model: a rule answers
     assert failing.returncode == 1, failing.stderr
     assert "report.py printed ''" in failing.stdout and "0 call(s)" in failing.stdout
     script = _scripted_fix(root)
     try:
-        done = keel(root, "run", "report.py must sum the sales column", "--model",
-                    f"script:{script}", "--non-interactive")  # fmt: skip
+        done = keel("run", "report.py must sum the sales column", "--model", f"script:{script}",
+                    "--non-interactive", workspace=root)  # fmt: skip
     finally:
         script.unlink()
     assert done.returncode == 0, done.stdout + done.stderr
     assert "files changed: report.py" in done.stdout
     assert "keel rollback --session run-" in done.stdout
-    assert keel(root, "run", "run the tests").returncode == 0
-    diff = keel(root, "run", "show the diff")
+    assert keel("run", "run the tests", workspace=root).returncode == 0
+    diff = keel("run", "show the diff", workspace=root)
     assert diff.returncode == 0 and '+        return sum(float(row["revenue"])' in diff.stdout
-    undo = keel(root, "run", "undo the last run")
+    undo = keel("run", "undo the last run", workspace=root)
     assert undo.returncode == 0, undo.stdout + undo.stderr
     assert (root / "report.py").read_text() == REPORT
 

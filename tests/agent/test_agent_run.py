@@ -10,13 +10,14 @@ from agent_helpers import (
     REPORT,
     data_of,
     headers_plan,
-    keel,
     replace_patch,
     run_json,
     sales_workspace,
     session_events,
 )
 from fake_chat import FakeChat, last_user, tool_texts
+
+from _support import keel
 
 TASK = "report.py must print the total of the sales column of data/sales.csv"
 
@@ -97,7 +98,6 @@ def test_ask_user_non_interactive_exits_3_then_resume_finishes(workdir: Path) ->
         assert result["question"] == "Which column holds the sales?"
         assert len(fake.requests) == 1
         done = keel(
-            root,
             "run",
             "--resume",
             result["session_id"],
@@ -107,6 +107,7 @@ def test_ask_user_non_interactive_exits_3_then_resume_finishes(workdir: Path) ->
             fake.url,
             "--json",
             "--non-interactive",
+            workspace=root,
         )
     assert done.returncode == 0, done.stderr
     assert len(fake.requests) == 2
@@ -147,7 +148,7 @@ def test_replay_identical_with_the_server_down_then_diverges_on_a_changed_file(
     fake.stop()
     assert code == 0, (result, err)
     session = result["session_id"]
-    same = keel(root, "replay", session)
+    same = keel("replay", session, workspace=root)
     assert same.returncode == 0, same.stdout + same.stderr
     assert same.stdout.strip() == "identical: 4 model calls, 4 tool calls"
     assert len(fake.requests) == 4  # nothing more reached the (stopped) server
@@ -157,7 +158,7 @@ def test_replay_identical_with_the_server_down_then_diverges_on_a_changed_file(
     try:
         (changed / "report.py").write_text(REPORT)  # as the run found it
         (changed / "data" / "sales.csv").write_text("region,amount\nnorth,10\nsouth,5\n")
-        diverged = keel(root, "replay", session, "--on", str(changed), "--json")
+        diverged = keel("replay", session, "--on", str(changed), "--json", workspace=root)
     finally:
         shutil.rmtree(changed, ignore_errors=True)
     assert diverged.returncode == 1, diverged.stderr

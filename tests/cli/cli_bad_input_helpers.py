@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-KEEL = Path(sys.executable).with_name("keel")
+from _support import TIMEOUT
+from _support import keel as run_keel
 
 HOOK_EVENTS = {"claude": "PreToolUse", "codex": "PreToolUse", "gemini": "BeforeTool"}
 
@@ -23,17 +21,10 @@ class Run:
     err: str
 
 
-def keel(args: list[str], cwd: Path, stdin: bytes = b"", timeout: float = 120) -> Run:
-    """``keel ARGS`` as a subprocess in ``cwd``, with no KEEL_* settings and no hookd."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KEEL_")}
-    env["KEEL_STATE_DIR"] = os.environ["KEEL_STATE_DIR"]  # the test's journal key and heads
-    env["KEEL_HOOKD"] = "0"
-    proc = subprocess.run(
-        [str(KEEL), *args], cwd=cwd, input=stdin, capture_output=True, env=env, timeout=timeout
-    )
-    return Run(
-        proc.returncode, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
-    )
+def keel(args: list[str], cwd: Path, stdin: bytes = b"", timeout: float = TIMEOUT) -> Run:
+    """``_support.keel`` with ``stdin``, as a ``Run`` (what these tests read)."""
+    proc = run_keel(*args, cwd=cwd, input=stdin, timeout=timeout)
+    return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
 def assert_error(run: Run, rc: int, code: str) -> str:

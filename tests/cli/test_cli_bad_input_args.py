@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from cli_bad_input_helpers import (
     HOOK_EVENTS,
-    KEEL,
     assert_error,
     assert_hook_blocked,
     assert_hook_denied,
@@ -19,6 +18,8 @@ from cli_bad_input_helpers import (
     keel,
     snapshot,
 )
+
+from _support import KEEL, keel_env
 
 PATCH = "--- a/README\n+++ b/README\n@@ -1 +1 @@\n-hi\n+ho\n"
 PLAN = {"goal": "look", "steps": [{"id": "a", "probe": "fs.exists", "args": {"path": "README"}}]}
@@ -366,13 +367,9 @@ def test_hook_with_lone_surrogates(workdir: Path, agent: str) -> None:
 )
 def test_closed_stdin(workdir: Path, argv: list[str], rc: int, expect: str) -> None:
     root = _base(workdir)
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith("KEEL_") or k == "KEEL_STATE_DIR"
-    }
-    env["KEEL_HOOKD"] = "0"
-    line = " ".join(shlex.quote(a) for a in [str(KEEL), *argv])
+    line = " ".join(shlex.quote(a) for a in [KEEL, *argv])
     proc = subprocess.run(
-        ["sh", "-c", f"{line} <&-"], cwd=root, capture_output=True, env=env, timeout=60
+        ["sh", "-c", f"{line} <&-"], cwd=root, capture_output=True, env=keel_env(), timeout=60
     )
     err = proc.stderr.decode()
     assert proc.returncode == rc and "Traceback" not in err and expect in err, err

@@ -8,25 +8,17 @@ through the exact registered command, so a hook that answers but does not block 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from _support import keel, make_workspace
 from keel.hook.install import install_hooks, registered_hooks
-
-KEEL = str(Path(sys.executable).with_name("keel"))
-
-
-def keel(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "KEEL_HOOKD": "0", **env}
-    return subprocess.run([KEEL, *args], cwd=cwd, env=full, capture_output=True, text=True)
 
 
 def doctor_json(cwd: Path, *args: str, **env: str) -> tuple[int, dict]:
-    out = keel(cwd, "doctor", "--json", *args, **env)
+    out = keel("doctor", "--json", *args, cwd=cwd, env=env)
     return out.returncode, json.loads(out.stdout)
 
 
@@ -37,44 +29,43 @@ def checks(report: dict, agent: str) -> dict[str, str]:
 
 @pytest.fixture
 def project(workdir: Path) -> Path:
-    subprocess.run(["git", "init", "-q"], cwd=workdir, check=True)
-    return workdir
+    return make_workspace(workdir, git=True)
 
 
 @pytest.mark.parametrize("agent", ["claude", "gemini"])
 def test_a_fresh_init_is_guarded_end_to_end(project: Path, agent: str) -> None:
-    assert keel(project, "init", "--agent", agent).returncode == 0
+    assert keel("init", "--agent", agent, cwd=project).returncode == 0
     rc, report = doctor_json(project)
     assert rc == 0 and report["ok"], report
     assert checks(report, agent) == {"hooks": "ok", "command": "ok", "probe": "ok"}
-    text = keel(project, "doctor")
+    text = keel("doctor", cwd=project)
     assert text.returncode == 0 and "every client is guarded" in text.stdout
     assert "rm -rf /" in text.stdout and "blocked" in text.stdout
 
 
 def test_no_hooks_is_not_guarded(project: Path) -> None:
-    assert keel(project, "init").returncode == 0
+    assert keel("init", cwd=project).returncode == 0
     rc, report = doctor_json(project)
     assert rc == 1 and report["clients"] == [] and not report["ok"]
     rc, report = doctor_json(project, "--agent", "gemini")
     assert rc == 1 and checks(report, "gemini") == {"hooks": "fail"}
-    assert keel(project, "doctor", "--agent", "cursor").returncode == 2
+    assert keel("doctor", "--agent", "cursor", cwd=project).returncode == 2
 
 
 def test_a_missing_interpreter_fails_the_command_and_the_probe(project: Path) -> None:
-    keel(project, "init")
+    keel("init", cwd=project)
     gone = ["/gone/venv/bin/python", "-I", "-S", "/gone/src/keel/_launch.py"]
     install_hooks(project, "claude", keel_command=gone)
     rc, report = doctor_json(project)
     assert rc == 1
     assert checks(report, "claude") == {"hooks": "ok", "command": "fail", "probe": "ok"}
     # the probe still comes back blocked: the fallback answers 2 for the missing interpreter
-    status = keel(project, "status")
+    status = keel("status", cwd=project)
     assert "claude NOT guarded" in status.stdout and "/gone/venv/bin/python" in status.stdout
 
 
 def test_a_hook_that_answers_but_does_not_block_fails_the_probe(project: Path) -> None:
-    keel(project, "init")
+    keel("init", cwd=project)
     allow_all = [sys.executable, "-I", "-c", "print('{}')"]  # isolated like keel, decides nothing
     install_hooks(project, "claude", keel_command=allow_all)
     assert registered_hooks(project, "claude")
@@ -87,7 +78,7 @@ def test_a_hook_that_answers_but_does_not_block_fails_the_probe(project: Path) -
 
 
 def test_an_invalid_keel_toml_is_reported(project: Path) -> None:
-    keel(project, "init", "--agent", "claude")
+    keel("init", "--agent", "claude", cwd=project)
     (project / "keel.toml").write_text("[policy\n")
     rc, report = doctor_json(project)
     assert rc == 1
@@ -95,7 +86,7 @@ def test_an_invalid_keel_toml_is_reported(project: Path) -> None:
 
 
 def test_a_sandbox_that_cannot_start_is_reported(project: Path) -> None:
-    keel(project, "init", "--agent", "claude")
+    keel("init", "--agent", "claude", cwd=project)
     with (project / "keel.toml").open("a") as fh:
         fh.write("\n[sandbox]\nexec_memory_mb = 1\n")  # bwrap cannot even start
     rc, report = doctor_json(project)
@@ -105,7 +96,7 @@ def test_a_sandbox_that_cannot_start_is_reported(project: Path) -> None:
 
 
 def test_disable_all_hooks_is_not_guarded(project: Path) -> None:
-    keel(project, "init", "--agent", "claude", "--local")
+    keel("init", "--agent", "claude", "--local", cwd=project)
     shared = project / ".claude" / "settings.json"
     shared.write_text(json.dumps({"disableAllHooks": True}))
     rc, report = doctor_json(project)
@@ -117,19 +108,19 @@ def test_codex_is_not_guarded_until_the_project_is_trusted(project: Path, tmp_pa
     codex_home.mkdir()
     (codex_home / "config.toml").write_text('sandbox_mode = "workspace-write"\n')
     env = {"CODEX_HOME": str(codex_home)}
-    init = keel(project, "init", "--agent", "codex", **env)
+    init = keel("init", "--agent", "codex", cwd=project, env=env)
     assert init.returncode == 0
     assert "Codex does not trust" in init.stderr and "--trust" in init.stderr
     rc, report = doctor_json(project, **env)
     assert rc == 1 and checks(report, "codex")["trust"] == "fail"
     assert checks(report, "codex")["probe"] == "ok"  # the hook works; Codex would not run it
-    status = keel(project, "status", **env)
+    status = keel("status", cwd=project, env=env)
     assert "codex NOT guarded" in status.stdout and "does not trust" in status.stdout
-    trust = keel(project, "init", "--agent", "codex", "--trust", **env)
+    trust = keel("init", "--agent", "codex", "--trust", cwd=project, env=env)
     assert trust.returncode == 0, trust.stderr
     assert "left Codex's own sandbox_mode as it was: workspace-write" in trust.stdout
     assert (codex_home / "config.toml").read_text().startswith('sandbox_mode = "workspace-write"\n')
     rc, report = doctor_json(project, **env)
     assert rc == 0, report
     assert checks(report, "codex")["review"] == "warn"  # codex exec needs the bypass flag
-    assert "codex guarded" in keel(project, "status", **env).stdout
+    assert "codex guarded" in keel("status", cwd=project, env=env).stdout

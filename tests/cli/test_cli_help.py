@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 import typer.main
-from cli_bad_input_helpers import KEEL, hook_payload
+from cli_bad_input_helpers import hook_payload
 from typer.core import TyperGroup
 
+from _support import KEEL, keel_env
 from keel import __version__
 from keel.cli._entry import main as keel_main
 from keel.cli.main import app
@@ -105,7 +106,7 @@ def test_hook_help_from_the_console_script_and_the_launcher(workdir: Path) -> No
         "hook",
         "--help",
     ]
-    for argv in ([str(KEEL), "hook", "--help"], [str(KEEL), "hook", "-h"], launcher):
+    for argv in ([KEEL, "hook", "--help"], [KEEL, "hook", "-h"], launcher):
         proc = subprocess.run(argv, capture_output=True, text=True, cwd=workdir, timeout=60)
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.startswith("usage: keel hook EVENT --agent"), proc.stdout
@@ -123,14 +124,12 @@ def test_hook_help_from_the_console_script_and_the_launcher(workdir: Path) -> No
 def test_help_never_answers_a_hook_call(workdir: Path, args: list[str]) -> None:
     """A call that carries -h/--help is bad usage: blocked (exit 2), never help (exit 0)."""
     (workdir / ".git").mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KEEL_")}
-    env.update(KEEL_STATE_DIR=os.environ["KEEL_STATE_DIR"], KEEL_HOOKD="0")
     proc = subprocess.run(
-        [str(KEEL), "hook", *args],
+        [KEEL, "hook", *args],
         input=hook_payload("claude", workdir),
         capture_output=True,
         cwd=workdir,
-        env=env,
+        env=keel_env(),
         timeout=60,
     )
     assert proc.returncode == 2, proc.stderr
@@ -146,7 +145,7 @@ def test_completion_scripts(shell: str, capsys: pytest.CaptureFixture[str]) -> N
 
 def test_bash_completion_completes_commands(workdir: Path) -> None:
     """The bash script, loaded in a real bash, completes subcommands and options."""
-    env = dict(os.environ, PATH=f"{KEEL.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    env = dict(os.environ, PATH=f"{Path(KEEL).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     script = (
         "source <(keel completion bash); COMP_WORDS=(keel checkpoint l); COMP_CWORD=2; "
         '_keel_completion keel; echo "${COMPREPLY[@]}"; '

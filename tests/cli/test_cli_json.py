@@ -16,6 +16,7 @@ import pytest
 import typer.main
 from typer.core import TyperCommand, TyperGroup
 
+from _support import make_workspace
 from keel.cli._entry import main as keel_main
 from keel.cli.main import app
 from keel.core.events import DecisionPayload, Event
@@ -107,11 +108,9 @@ def _commands(group: TyperGroup, path: tuple[str, ...] = ()) -> Iterator[tuple[s
 @pytest.fixture
 def workspace(workdir: Path) -> Path:
     """A fresh workspace for each command (each test has its own journal key)."""
-    root = workdir
-    (root / ".git").mkdir()
-    (root / "app.py").write_text("x = 1\n")
-    (root / "plan.json").write_text(json.dumps(PLAN))
-    (root / "fix.diff").write_text(PATCH)
+    files = {"app.py": "x = 1\n", "plan.json": json.dumps(PLAN), "fix.diff": PATCH}
+    root = make_workspace(workdir, files=files)
+    (root / ".git").mkdir()  # a repository to find_root, no git history
     cps = Checkpoints(root)
     cps.create(session_id="3f2a9c-session", tool_use_id="t1")
     (root / "app.py").write_text("x = 2\n")

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli_bad_input_helpers import KEEL
 from rich.console import Console
 
+from _support import KEEL, keel_env
 from keel.cli._common import progress
 from keel.workspace import Checkpoints
 
@@ -51,14 +51,9 @@ class Ran:
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("KEEL_") and k not in ("NO_COLOR", "FORCE_COLOR", "TERM")
-    }
-    env.update(KEEL_STATE_DIR=os.environ["KEEL_STATE_DIR"], KEEL_HOOKD="0", TERM="xterm")
-    env.update(extra)
-    return env
+    """``keel_env`` with a colour terminal and no colour setting but the test's ``extra``."""
+    env = {k: v for k, v in keel_env().items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    return {**env, "TERM": "xterm", **extra}
 
 
 def keel(args: list[str], cwd: Path, *, tty: str = "", **env: str) -> Ran:
@@ -67,7 +62,7 @@ def keel(args: list[str], cwd: Path, *, tty: str = "", **env: str) -> Ran:
     out = slave if tty in ("out", "both") else subprocess.PIPE
     err = slave if tty in ("err", "both") else subprocess.PIPE
     proc = subprocess.Popen(
-        [str(KEEL), *args], cwd=cwd, env=_env(**env), stdin=subprocess.DEVNULL,
+        [KEEL, *args], cwd=cwd, env=_env(**env), stdin=subprocess.DEVNULL,
         stdout=out, stderr=err,
     )  # fmt: skip
     seen = bytearray()

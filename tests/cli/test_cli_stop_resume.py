@@ -12,14 +12,12 @@ Checked by effect: the hook's own answer to a call in the workspace.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-KEEL = str(Path(sys.executable).with_name("keel"))
+from _support import hook, keel
+
 MONITOR_TOML = """
 [policy]
 preset = "developer"
@@ -32,13 +30,6 @@ cooldown_steps = 0
 """
 
 
-def keel(cwd: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "KEEL_HOOKD": "0"}
-    return subprocess.run(
-        [KEEL, *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True
-    )
-
-
 def decide(root: Path, command: str, session: str = "s-1", n: int = 0) -> str:
     """keel's answer to Claude Code's pre-tool hook for ``command``: allow, deny or ask."""
     payload = {
@@ -49,7 +40,7 @@ def decide(root: Path, command: str, session: str = "s-1", n: int = 0) -> str:
         "tool_input": {"command": command},
         "tool_use_id": f"t{n}",
     }
-    out = keel(root, "hook", "PreToolUse", "--agent", "claude", stdin=json.dumps(payload))
+    out = hook("PreToolUse", payload, workspace=root, via="keel")
     assert out.returncode in (0, 2), out.stderr
     if out.returncode == 2:
         return "deny"
@@ -67,7 +58,7 @@ def ran(root: Path, command: str, session: str = "s-1", n: int = 0) -> None:
         "tool_response": {"stdout": "", "stderr": "", "interrupted": False},
         "tool_use_id": f"t{n}",
     }
-    keel(root, "hook", "PostToolUse", "--agent", "claude", stdin=json.dumps(payload))
+    hook("PostToolUse", payload, workspace=root, via="keel")
 
 
 @pytest.fixture
@@ -75,13 +66,13 @@ def parent(workdir: Path) -> Path:
     """A directory that is no workspace, holding two workspaces keel was initialised in."""
     for name in ("app", "lib"):
         (workdir / name).mkdir()
-        init = keel(workdir / name, "init", "--agent", "claude")
+        init = keel("init", "--agent", "claude", cwd=workdir / name)
         assert init.returncode == 0, init.stderr
     return workdir
 
 
 def test_stop_outside_a_workspace_is_an_error_naming_the_workspaces(parent: Path) -> None:
-    out = keel(parent, "stop")
+    out = keel("stop", cwd=parent)
     assert out.returncode == 2
     assert "is not a keel workspace" in out.stderr and "app/, lib/" in out.stderr
     assert "[usage.no_workspace]" in out.stderr
@@ -92,19 +83,19 @@ def test_stop_outside_a_workspace_is_an_error_naming_the_workspaces(parent: Path
 def test_stop_all_stops_every_registered_workspace_from_anywhere(
     parent: Path, tmp_path: Path
 ) -> None:
-    out = keel(tmp_path, "stop", "--all", "--reason", "incident 7")
+    out = keel("stop", "--all", "--reason", "incident 7", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     for name in ("app", "lib"):
         assert f"emergency stop SET in {parent / name}" in out.stdout
         assert decide(parent / name, "ls") == "deny"
-        assert "incident 7" in keel(parent / name, "status").stdout
-    back = keel(tmp_path, "resume", "--all")
+        assert "incident 7" in keel("status", cwd=parent / name).stdout
+    back = keel("resume", "--all", cwd=tmp_path)
     assert back.returncode == 0 and back.stdout.count("emergency stop cleared") == 2
     assert decide(parent / "app", "ls") == "allow"
 
 
 def test_stop_all_without_a_registered_workspace_is_an_error(tmp_path: Path) -> None:
-    out = keel(tmp_path, "stop", "--all")
+    out = keel("stop", "--all", cwd=tmp_path)
     assert out.returncode == 2 and "no workspace is registered" in out.stderr
 
 
@@ -116,26 +107,26 @@ def test_a_monitor_stopped_session_is_shown_and_cleared_by_resume_session(
         decide(workdir, "ls", n=n)
         ran(workdir, "ls", n=n)
     assert decide(workdir, "ls -la", n=9) == "deny"  # the session is stopped: a new call too
-    status = keel(workdir, "status")
+    status = keel("status", cwd=workdir)
     assert "stop       not set" not in status.stdout  # what it said while every call was denied
     assert "STOP       1 session stopped by the monitor" in status.stdout
     assert "SESSION    s-1 stopped: keel has stopped this session" in status.stdout
     assert "keel resume --session s-1" in status.stdout
-    data = json.loads(keel(workdir, "status", "--json").stdout)
+    data = json.loads(keel("status", "--json", cwd=workdir).stdout)
     assert [s["session"] for s in data["monitor_stopped"]] == ["s-1"]
 
-    plain = keel(workdir, "resume")
+    plain = keel("resume", cwd=workdir)
     assert "emergency stop was not set" in plain.stdout
     assert "session s-1 is stopped by the monitor" in plain.stdout
 
-    out = keel(workdir, "resume", "--session", "s-")  # a unique prefix
+    out = keel("resume", "--session", "s-", cwd=workdir)  # a unique prefix
     assert out.returncode == 0, out.stderr
     assert "cleared the monitor's hold on session s-1" in out.stdout
     assert decide(workdir, "pwd", n=10) == "allow"
-    assert "SESSION" not in keel(workdir, "status").stdout
-    show = keel(workdir, "show", "s-1")
+    assert "SESSION" not in keel("status", cwd=workdir).stdout
+    show = keel("show", "s-1", cwd=workdir)
     assert "cleared the monitor's hold" in show.stdout, show.stdout
-    again = keel(workdir, "resume", "--session", "s-1")
+    again = keel("resume", "--session", "s-1", cwd=workdir)
     assert "is not stopped or held by the monitor" in again.stdout
-    unknown = keel(workdir, "resume", "--session", "nope")
+    unknown = keel("resume", "--session", "nope", cwd=workdir)
     assert unknown.returncode == 1 and "no session matches" in unknown.stderr

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 
+import pytest
+from guard_helpers import events_of, open_guard
+
 from keel.core.calls import ToolCall, ToolResult
-from keel.guard import Guard, contained_command
+from keel.guard import Guard, _as_written, containment  # pyright: ignore[reportPrivateUsage]
 from keel.journal import open_journal
+from keel.sandbox.exec.line import command_of, encode
 
 
 def _guard(root: Path, contain: bool) -> Guard:
@@ -26,7 +32,7 @@ def test_a_command_that_ran_outside_the_sandbox_stops_later_shell_commands(
     guard = _guard(workdir, contain=True)
     try:
         assert guard.decide(ToolCall("Bash", "exec", command="ls", tool_use_id="t1")).allowed
-        _ran(guard, contained_command(str(workdir), "ls"), "t1")  # as rewritten: fine
+        _ran(guard, encode(str(workdir), "ls"), "t1")  # as rewritten: fine
         assert guard.decide(ToolCall("Bash", "exec", command="ls", tool_use_id="t2")).allowed
         _ran(guard, "ls", "t2")  # the client ran it as written: the rewrite was ignored
         later = guard.decide(ToolCall("Bash", "exec", command="ls", tool_use_id="t3"))
@@ -52,7 +58,7 @@ def test_the_monitor_sees_the_command_as_the_agent_wrote_it(workdir: Path) -> No
     guard.contain = True
     try:
         assert guard.decide(ToolCall("Bash", "exec", command="pytest -q", tool_use_id="p")).allowed
-        _ran(guard, contained_command(str(workdir), "pytest -q"), "p")
+        _ran(guard, encode(str(workdir), "pytest -q"), "p")
         assert guard.gate_finish() is None  # the gate ran, although as a keel exec line
     finally:
         guard.close()
@@ -142,3 +148,165 @@ def test_a_background_contained_command_is_frozen_while_a_file_tool_acts(workdir
 
         kill_contained(str(workdir))
         proc.wait(timeout=30)
+
+
+def _always(workdir: Path) -> Guard:
+    (workdir / "keel.toml").write_text('[sandbox]\ncontain = "always"\n')
+    g = open_guard(workdir)
+    g.contain, g.contain_reason = False, "no bwrap here"
+    return g
+
+
+def test_contain_always_without_a_sandbox_answers_exactly(workdir: Path) -> None:
+    g = _always(workdir)
+    try:
+        got = g.decide(ToolCall("Bash", "exec", command="ls", tool_use_id="t1"))
+        assert got.to_dict() == {
+            "decision": "deny",
+            "rule": "sandbox.unavailable",
+            "reason": '[sandbox] contain = "always" but no sandbox works here: no bwrap here',
+            "suggestion": "Run `keel sandbox check`, or set [sandbox] contain = "
+            '"auto" in keel.toml.',
+        }
+        # only shell commands need the sandbox; a denied command keeps the policy's rule
+        assert g.decide(ToolCall("Read", "read", paths=("a.txt",))).allowed
+        denied = g.decide(ToolCall("Bash", "exec", command="git push --force origin main"))
+        assert denied.decision == "deny" and denied.rule != "sandbox.unavailable"
+        g.contain = True
+        assert g.decide(ToolCall("Bash", "exec", command="ls")).allowed
+    finally:
+        g.close()
+
+
+def test_contain_auto_without_a_sandbox_allows_shell_commands(guard: Guard) -> None:
+    guard.contain = False
+    assert guard.config.sandbox.contain == "auto"
+    assert guard.decide(ToolCall("Bash", "exec", command="ls")).allowed
+
+
+def test_a_bypassed_sandbox_answers_exactly(guard: Guard, workdir: Path) -> None:
+    guard.contain = True
+    long = "echo " + "x" * 300
+    guard.observe(
+        ToolResult(
+            "Bash", "exec", True, tool_use_id="t0", call=ToolCall("Bash", "exec", command=long)
+        )
+    )
+    assert guard.state.containment_broken == long[:200]
+    got = guard.decide(ToolCall("Bash", "exec", command="ls", tool_use_id="t1"))
+    assert got.to_dict() == {
+        "decision": "deny",
+        "rule": "sandbox.bypassed",
+        "reason": "the client ran a shell command outside keel's sandbox in this session "
+        f"({long[:200]}); every later shell command is denied",
+        "suggestion": "Start a new session; check the client's version and keel doctor.",
+    }
+    denied = guard.decide(ToolCall("Bash", "exec", command="git push --force origin main"))
+    assert denied.rule != "sandbox.bypassed"  # the policy's own deny comes first
+    guard.close()
+    errors = [e for e in events_of(workdir) if e.kind == "error"]
+    assert [e.payload.data for e in errors] == [  # pyright: ignore[reportAttributeAccessIssue]
+        {"event": "sandbox.bypassed", "command": long, "tool": "Bash"}
+    ]
+    again = open_guard(workdir)  # the next hook process of the session remembers it
+    assert again.state.containment_broken == long[:200]
+    again.close()
+
+
+@pytest.mark.parametrize(
+    ("rewrite", "result"),
+    [
+        (False, ToolResult("Bash", "exec", True, call=ToolCall("Bash", "exec", command="ls"))),
+        (True, ToolResult("Bash", "exec", True)),
+        (True, ToolResult("Bash", "exec", True, call=ToolCall("Bash", "exec", command=""))),
+        (True, ToolResult("Read", "read", True, call=ToolCall("Bash", "exec", command="ls"))),
+        (True, "contained"),
+    ],
+    ids=["not-rewriting", "no-call", "no-command", "not-exec", "contained"],
+)
+def test_no_bypass_is_seen_where_there_is_none(
+    guard: Guard, workdir: Path, rewrite: bool, result: ToolResult | str
+) -> None:
+    guard.contain = rewrite
+    if isinstance(result, str):
+        line = encode(str(workdir), "ls")
+        result = ToolResult("Bash", "exec", True, call=ToolCall("Bash", "exec", command=line))
+    guard.observe(result)
+    assert guard.state.containment_broken is None
+    assert guard.decide(ToolCall("Bash", "exec", command="ls")).allowed
+
+
+def test_inside_keel_wrap_nothing_is_a_bypass(guard: Guard) -> None:
+    guard.contain, guard.inside_sandbox = True, True
+    guard.observe(ToolResult("Bash", "exec", True, call=ToolCall("Bash", "exec", command="ls")))
+    assert guard.state.containment_broken is None
+
+
+def test_containment_off_and_auto() -> None:
+    """``containment`` for a config: off never contains; otherwise the exec backend decides."""
+    from keel.config import parse_config
+    from keel.sandbox.exec.contain import exec_backend
+
+    off = parse_config('[sandbox]\ncontain = "off"\n')
+    assert containment(off) == (False, '[sandbox] contain = "off"')  # type: ignore[arg-type]
+    for backend in ("auto", "landlock"):
+        auto = parse_config(f'[sandbox]\nbackend = "{backend}"\n')
+        name, reason = exec_backend(backend)
+        assert containment(auto) == (name is not None, reason)  # type: ignore[arg-type]
+
+
+def test_a_contained_command_round_trips(workdir: Path) -> None:
+    from keel.sandbox.exec.contain import exec_argv
+
+    for command in ("ls -la", "--", "a -- b", "echo 'x y'"):
+        line = encode(str(workdir), command)
+        assert shlex.split(line) == exec_argv(str(workdir), ["bash", "-c", command])
+        assert command_of(line) == command
+    timed = encode(str(workdir), "ls", timeout=5)
+    assert shlex.split(timed) == exec_argv(str(workdir), ["bash", "-c", "ls"], timeout=5)
+    assert command_of(timed) == "ls"
+
+
+def test_other_lines_are_not_contained(workdir: Path) -> None:
+    from keel.sandbox.exec.contain import LAUNCHER
+
+    py, ws, li = sys.executable, str(workdir), ["-I", "-S", LAUNCHER]
+    good = [py, *li, "exec", "--workspace", ws, "--", "bash", "-c", "ls"]
+    assert command_of(shlex.join(good)) == "ls"
+    bad = [
+        [py, "-I", "-s", LAUNCHER, "exec", "--workspace", ws, "--", "bash", "-c", "ls"],
+        [py, "-S", "-I", LAUNCHER, "exec", "--workspace", ws, "--", "bash", "-c", "ls"],
+        [py, "-S", LAUNCHER, "exec", "--workspace", ws, "--", "bash", "-c", "ls"],
+        [py, *li, "run", "--workspace", ws, "--", "bash", "-c", "ls"],
+        [py, "-I", "-S", "/tmp/other.py", "exec", "--workspace", ws, "--", "bash", "-c", "ls"],
+        [py, *li, "exec", "--workspace", ws, "--", "sh", "-c", "ls"],
+        [py, *li, "exec", "--workspace", ws, "--", "bash", "-C", "ls"],
+        [py, *li, "exec", "--workspace", ws, "--", "bash", "-c", "ls", "x"],
+        [py, *li, "exec", "--workspace", ws, "bash", "-c", "ls", "x"],
+        [py, *li, "exec", "--", "bash", "-c"],
+        [*li, "exec", "--workspace", ws, "--", "bash", "-c", "ls"],
+    ]
+    for words in bad:
+        assert command_of(shlex.join(words)) is None, words
+    assert command_of("echo 'unclosed") is None
+    short = [py, *li, "exec", "--", "bash", "-c", "ls"]  # nine words are enough
+    assert command_of(shlex.join(short)) == "ls"
+
+
+def test_a_result_is_seen_as_the_agent_wrote_it(workdir: Path) -> None:
+    line = encode(str(workdir), "pytest -q")
+    with_args = ToolCall("Bash", "exec", command=line, args={"command": line, "timeout": 5})
+    got = _as_written(ToolResult("Bash", "exec", True, output="o", call=with_args))
+    assert got.call is not None and got.call.command == "pytest -q"
+    assert got.call.args == {"command": "pytest -q", "timeout": 5}
+    assert (got.output, got.tool) == ("o", "Bash")
+    no_args = ToolCall("Bash", "exec", command=line, args={"cmd": line})
+    got = _as_written(ToolResult("Bash", "exec", True, call=no_args))
+    assert got.call is not None and got.call.command == "pytest -q"
+    assert got.call.args == {"cmd": line}
+    plain = ToolResult("Bash", "exec", True, call=ToolCall("Bash", "exec", command="ls"))
+    assert _as_written(plain) is plain
+    bare = ToolResult("Bash", "exec", True)
+    assert _as_written(bare) is bare
+    empty = ToolResult("Bash", "exec", True, call=ToolCall("Bash", "exec", command=""))
+    assert _as_written(empty) is empty

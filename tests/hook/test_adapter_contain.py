@@ -11,9 +11,9 @@ import pytest
 from adapter_helpers import StubGuard, factory_for
 
 from keel.core.decision import Decision
-from keel.guard import contained_command, is_contained, uncontained
 from keel.hook.runner import HookOptions, run_hook
 from keel.sandbox.exec.contain import LAUNCHER
+from keel.sandbox.exec.line import command_of, encode
 
 CLAUDE = {
     "session_id": "s",
@@ -89,7 +89,8 @@ def test_an_ask_is_wrapped_for_claude_and_denied_where_there_is_no_ask(workdir: 
     ask = {"Bash": Decision.ask("policy.ask", "pushes need approval")}
     claude = _reply("claude", CLAUDE, StubGuard(decisions=ask, root="/ws", rewrite=True), workdir)
     spec = claude["hookSpecificOutput"]
-    assert spec["permissionDecision"] == "ask" and is_contained(spec["updatedInput"]["command"])
+    assert spec["permissionDecision"] == "ask"
+    assert command_of(spec["updatedInput"]["command"]) is not None
     codex = _reply("codex", CODEX, StubGuard(decisions=ask, root="/ws", rewrite=True), workdir)
     assert codex["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert "updatedInput" not in codex["hookSpecificOutput"]
@@ -111,6 +112,6 @@ def test_without_containment_an_allow_stays_silent(workdir: Path) -> None:
     "command", ["ls", "echo 'a b' \"$HOME\" > x && cat x | wc -l", "printf '%s\\n' \"it's\"", ""]
 )
 def test_a_contained_line_gives_back_exactly_the_original(command: str) -> None:
-    line = contained_command("/ws", command, timeout=5)
-    assert is_contained(line) and uncontained(line) == command
-    assert not is_contained(command) and uncontained("bash -c ls") is None
+    line = encode("/ws", command, timeout=5)
+    assert command_of(line) == command
+    assert command_of(command) is None and command_of("bash -c ls") is None

@@ -24,7 +24,7 @@ import pytest
 from keel.core.calls import ToolCall
 from keel.core.stop import set_stop
 from keel.guard import Guard
-from keel.hook import main as relay
+from keel.hook import relay, wire
 from keel.hook.install import default_keel_command
 from keel.hook.server import socket_path
 from keel.journal import open_journal
@@ -171,7 +171,7 @@ class _Socket:
         self.sock.listen(8)
         if record:  # claims to be the daemon keel started (the pid is this test process)
             pid = os.getpid()
-            (root / ".keel" / relay.PID_NAME).write_text(f"{pid} {relay.process_start(pid)}\n")
+            (root / ".keel" / wire.PID_NAME).write_text(f"{pid} {relay.process_start(pid)}\n")
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
@@ -186,7 +186,7 @@ class _Socket:
                 while chunk := conn.recv(65536):
                     chunks.append(chunk)
                 self.requests.append(b"".join(chunks))
-                conn.sendall(relay.netstrings(self.reply))
+                conn.sendall(wire.netstrings(self.reply))
 
     def close(self) -> None:
         self.sock.close()
@@ -197,7 +197,7 @@ def test_a_socket_answering_another_exit_code_is_never_passed_on(
     workspace: Path, code: bytes
 ) -> None:
     (workspace / ".keel" / relay.SPAWN_STAMP).touch()  # no real daemon for this test
-    fake = _Socket(workspace, [relay.MAGIC, b"ok", code, b"", b""], record=True)
+    fake = _Socket(workspace, [wire.MAGIC, b"ok", code, b"", b""], record=True)
     try:
         allowed = _hook(workspace, "ls", 1)
         denied = _hook(workspace, DANGER, 2)
@@ -210,7 +210,7 @@ def test_a_socket_answering_another_exit_code_is_never_passed_on(
 
 def test_a_socket_keel_did_not_start_is_never_asked(workspace: Path) -> None:
     (workspace / ".keel" / relay.SPAWN_STAMP).touch()
-    allow_all = [relay.MAGIC, b"ok", b"0", b"", b""]
+    allow_all = [wire.MAGIC, b"ok", b"0", b"", b""]
     fake = _Socket(workspace, allow_all, record=False)
     try:
         denied = _hook(workspace, DANGER, 1)
@@ -222,7 +222,7 @@ def test_a_socket_keel_did_not_start_is_never_asked(workspace: Path) -> None:
 
 def test_under_the_stop_no_socket_is_asked_even_an_authenticated_one(workspace: Path) -> None:
     (workspace / ".keel" / relay.SPAWN_STAMP).touch()
-    fake = _Socket(workspace, [relay.MAGIC, b"ok", b"0", b"", b""], record=True)
+    fake = _Socket(workspace, [wire.MAGIC, b"ok", b"0", b"", b""], record=True)
     set_stop(workspace, "drill")
     try:
         stopped = _hook(workspace, "ls", 1)
@@ -275,7 +275,7 @@ def test_a_daemon_stopped_while_holding_the_journal_lock_costs_no_call(
     os.kill(daemon.pid, signal.SIGSTOP)
     got = _hook(workspace, "touch after-stop", 1, KEEL_HOOK_DEADLINE="2")
     assert got.returncode == 0 and b"deny" not in got.stdout, got.stderr
-    assert (workspace / ".keel" / relay.PID_NAME).exists() or daemon.poll() is not None
+    assert (workspace / ".keel" / wire.PID_NAME).exists() or daemon.poll() is not None
     assert _decisions(workspace)["toolu_1"] == ["allow"]
 
 

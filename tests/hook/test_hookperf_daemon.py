@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from keel.core.stop import clear_stop, set_stop
-from keel.hook import main as relay_mod
+from keel.hook import relay as relay_mod
+from keel.hook import wire
 from keel.hook.main import parse_hook_args
 from keel.hook.server import _respond, _State, socket_path  # pyright: ignore[reportPrivateUsage]
 from keel.journal import open_journal
@@ -237,7 +238,7 @@ def test_a_second_daemon_leaves_at_once(workspace: Path, daemon: subprocess.Pope
 def _fields(workspace: Path) -> list[bytes]:
     args = parse_hook_args(["PreToolUse", "--agent", "claude"])
     request = relay_mod._request(str(workspace), args, b"{}", "r1", time.monotonic() + 20)  # pyright: ignore[reportPrivateUsage]
-    fields = relay_mod.parse_netstrings(request)
+    fields = wire.parse_netstrings(request)
     assert fields is not None
     return fields
 
@@ -246,18 +247,18 @@ def test_a_relay_of_another_version_is_told_to_retry(workspace: Path) -> None:
     state = _State(0.0, workspace.resolve())
     fields = _fields(workspace)
     fields[1] = b"0.0.0-old"
-    assert _respond(fields, state) == [relay_mod.MAGIC, b"retry"]
+    assert _respond(fields, state) == [wire.MAGIC, b"retry"]
     assert state.stop
     assert _respond([b"nonsense"], _State(0.0, workspace.resolve()))[1] == b"retry"
 
 
 def test_netstrings_round_trip_and_reject_truncation() -> None:
     fields = [b"", b"a", b"x:y,z" * 100, bytes(range(256))]
-    encoded = relay_mod.netstrings(fields)
-    assert relay_mod.parse_netstrings(encoded) == fields
+    encoded = wire.netstrings(fields)
+    assert wire.parse_netstrings(encoded) == fields
     for cut in (1, 5, len(encoded) - 1):
-        assert relay_mod.parse_netstrings(encoded[:cut]) is None
-    assert relay_mod.parse_netstrings(b"99999999999999:x,") is None
+        assert wire.parse_netstrings(encoded[:cut]) is None
+    assert wire.parse_netstrings(b"99999999999999:x,") is None
 
 
 def test_relay_is_off_with_keel_hookd_0(workspace: Path, daemon: subprocess.Popen[bytes]) -> None:
@@ -275,7 +276,7 @@ def test_a_daemon_whose_sources_changed_hands_back_and_leaves(workspace: Path) -
     path = next(iter(server._SEEN))  # pyright: ignore[reportPrivateUsage]
     server._SEEN[path] = (0, 0)  # pyright: ignore[reportPrivateUsage]
     try:
-        assert _respond(fields, state) == [relay_mod.MAGIC, b"retry"]
+        assert _respond(fields, state) == [wire.MAGIC, b"retry"]
         assert state.stop
     finally:
         server._SEEN.clear()  # pyright: ignore[reportPrivateUsage]

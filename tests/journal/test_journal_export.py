@@ -95,15 +95,15 @@ def test_otlp_structure_and_genai_attributes() -> None:
         "gen_ai.security.policy.id": "preset.developer.allow",
         "gen_ai.security.decision.reason": "tests are fine",
         "langfuse.observation.type": "guardrail",
-        "keel.core.decision": "allow",
-        "keel.core.decision.subject": "pytest -q",
+        "keel.decision": "allow",
+        "keel.decision.subject": "pytest -q",
         "keel.journal.seq": 3,
     }
     deny_attrs = _attrs(deny)
     assert deny_attrs["gen_ai.security.decision.type"] == "deny"
     assert deny_attrs["gen_ai.security.policy.id"] == "risk.rm_recursive"
     assert deny_attrs["gen_ai.security.decision.reason"] == "recursive delete"
-    assert deny_attrs["keel.core.decision.suggestion"] == "delete single files"
+    assert deny_attrs["keel.decision.suggestion"] == "delete single files"
     assert "status" not in deny
 
     root_events = {e["name"]: _attrs(e) for e in root.get("events", [])}
@@ -111,7 +111,7 @@ def test_otlp_structure_and_genai_attributes() -> None:
     assert finding["keel.diagnostic.kind"] == "repeated_failure"
     assert finding["keel.guidance.level"] == "correct"
     assert finding["keel.journal.seq"] == 8
-    assert {"keel.probe", "keel.gate", "keel.core.stop", "keel.prompt"} <= set(root_events)
+    assert {"keel.probe", "keel.gate", "keel.stop", "keel.prompt"} <= set(root_events)
     assert "fix the tests" not in json.dumps(doc)  # prompts are not exported
 
     guidance = {e["name"]: _attrs(e) for e in call2.get("events", [])}["keel.guidance"]

@@ -3,14 +3,14 @@ extra is a friendly error naming the ``pip install 'keel[...]'`` that fixes it."
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from model_helpers import KEY, MODEL_VARS, keel
+from model_helpers import KEY
 
+from _support import keel, keel_env
 from keel.core.errors import ModelError, UsageError
 from keel.models import open_model, parse_spec
 
@@ -50,10 +50,9 @@ def test_the_cli_says_which_extra_to_install(workdir: Path) -> None:
         "import sys; sys.modules['openai'] = None\n"
         "from keel.cli._entry import main; sys.exit(main(sys.argv[1:]))"
     )
-    env = {k: v for k, v in os.environ.items() if k not in MODEL_VARS}
     done = subprocess.run(
         [sys.executable, "-I", "-c", hidden, "plan", "draft", "say hi", "--model", "openai:gpt-x"],
-        cwd=workdir, env={**env, "OPENAI_API_KEY": KEY}, capture_output=True, text=True,
+        cwd=workdir, env=keel_env({"OPENAI_API_KEY": KEY}), capture_output=True, text=True,
         timeout=300,
     )  # fmt: skip
     assert done.returncode == 1

@@ -15,8 +15,8 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
-from model_helpers import keel
 
+from _support import keel
 from keel.journal import open_journal
 from keel.plan import validate_plan
 

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from model_helpers import KEY, keel
+from model_helpers import KEY
 from model_servers import FakeModelServer, chat_reply
 
+from _support import keel, make_workspace
 from keel.config import KeelConfig
 from keel.journal import open_journal
 from keel.models.testing import ScriptedModel
@@ -72,9 +73,9 @@ def good_draft() -> dict[str, Any]:
 
 
 def workspace(root: Path) -> Path:
-    (root / "config.yaml").write_text("database:\n  host: db.internal\n", encoding="utf-8")
-    (root / "keel.toml").write_text(TOML, encoding="utf-8")
-    return root
+    return make_workspace(
+        root, keel_toml=TOML, files={"config.yaml": "database:\n  host: db.internal\n"}
+    )
 
 
 def draft(root: Path, server: FakeModelServer, *args: str) -> Any:

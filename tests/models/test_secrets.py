@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from model_helpers import KEY, journal_bytes, keel, opened
+from model_helpers import KEY, journal_bytes, opened
 from model_servers import FakeModelServer, anthropic_error, chat_reply, openai_error
 
+from _support import keel
 from keel.core.errors import ModelError
 from keel.journal import SQLiteJournal
 from keel.models import Message, ModelClient, ModelRequest, Retry, open_model

@@ -91,7 +91,7 @@ def _corpus_strings() -> list[str]:
     files = [
         *sorted((TESTS / "policy").glob("*.py")),
         *sorted((TESTS / "monitor").glob("*.py")),
-        TESTS / "hookperf" / "test_hookperf_checkpoints.py",
+        TESTS / "hook" / "test_hookperf_checkpoints.py",
     ]
     found: dict[str, None] = {}
     for path in files:

@@ -33,8 +33,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
 
 from attack_harness import Case, case, find, grep, make_world, run_cases
-from client_harness import client_binary, clients_dir, keel_command
+from client_harness import client_binary, clients_dir
 
+from _support import hook, make_workspace
 from keel.policy._judge_search import secret_name
 
 clients = pytest.mark.clients
@@ -68,39 +69,23 @@ def _missing(what: str) -> None:
 @pytest.fixture
 def ws(workdir: Path) -> Path:
     """A workspace with the four secret files and ordinary files holding the same word."""
-    (workdir / "keel.toml").write_text('[policy]\npreset = "developer"\n')
-    for rel, text in {**SECRETS, **ORDINARY}.items():
-        path = workdir / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return workdir
+    toml = '[policy]\npreset = "developer"\n'
+    return make_workspace(workdir, keel_toml=toml, files={**SECRETS, **ORDINARY})
 
 
-def hook(ws: Path, agent: str, tool: str, tool_input: dict[str, Any]) -> tuple[int, Any, str]:
+def pre_tool(ws: Path, agent: str, tool: str, tool_input: dict[str, Any]) -> tuple[int, Any, str]:
     """keel's real hook for one pre-tool call: (exit code, the JSON answer or None, stderr)."""
     event = "BeforeTool" if agent == "gemini" else "PreToolUse"
-    payload = {
-        "session_id": "s-outside-4",
-        "hook_event_name": event,
-        "cwd": str(ws),
-        "tool_name": tool,
-        "tool_input": tool_input,
-    }
-    proc = subprocess.run(
-        [*keel_command(), "hook", event, "--agent", agent, "--workspace", str(ws)],
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    payload = {"tool_name": tool, "tool_input": tool_input}
+    proc = hook(event, payload, workspace=ws, agent=agent, session="s-outside-4", via="keel",
+                pass_workspace=True, hookd=True)  # fmt: skip
     out = proc.stdout.strip()
     return proc.returncode, json.loads(out) if out else None, proc.stderr
 
 
 def claude_rewrite(ws: Path, tool_input: dict[str, Any]) -> dict[str, Any]:
     """The Grep input Claude Code runs after keel's answer (it must be an allow)."""
-    code, answer, err = hook(ws, "claude", "Grep", tool_input)
+    code, answer, err = pre_tool(ws, "claude", "Grep", tool_input)
     assert code == 0, err
     assert answer is not None, "keel answered nothing: the search would run unchanged"
     out = answer["hookSpecificOutput"]
@@ -204,7 +189,7 @@ def test_ordinary_claude_searches_keep_working(ws: Path) -> None:
     assert "ordinary-env-example" in example, "a SECRET_EXCEPTION stays searchable"
     braces = claude_rg(ws, claude_rewrite(ws, {"pattern": WORD, "glob": "*.{py,md}"}))
     assert "ordinary-app-py" in braces and "ordinary-readme" in braces
-    code, answer, err = hook(ws, "claude", "Glob", {"pattern": "**/*.py"})
+    code, answer, err = pre_tool(ws, "claude", "Glob", {"pattern": "**/*.py"})
     assert (code, answer) == (0, None), err  # silent: Claude's own permissions apply
 
 
@@ -237,7 +222,7 @@ def test_ordinary_claude_searches_keep_working(ws: Path) -> None:
 def test_a_glob_or_path_that_targets_a_secret_is_denied(
     ws: Path, agent: str, tool: str, tool_input: dict[str, Any], rule: str
 ) -> None:
-    code, answer, err = hook(ws, agent, tool, tool_input)
+    code, answer, err = pre_tool(ws, agent, tool, tool_input)
     assert code == 0, err
     reason = denied(agent, answer)
     assert f"[{rule}]" in reason, reason
@@ -325,7 +310,7 @@ def test_a_link_to_a_secret_is_never_read_through(ws: Path) -> None:
         ("grep_search", {"pattern": WORD, "dir_path": str(ws / "sub"), "include_pattern": "*.txt"}),
         ("read_many_files", {"include": ["sub/*.txt"]}),
     ]:
-        code, answer, err = hook(ws, "gemini", tool, tool_input)
+        code, answer, err = pre_tool(ws, "gemini", tool, tool_input)
         assert code == 0, err
         assert "leak.txt" in denied("gemini", answer)
 
@@ -335,7 +320,9 @@ def test_a_link_to_a_secret_is_never_read_through(ws: Path) -> None:
 
 def test_gemini_grep_is_refused_while_it_would_read_a_secret(ws: Path) -> None:
     """Gemini's grep_search has no exclude (git grep, grep or a walk, with one include)."""
-    code, answer, err = hook(ws, "gemini", "grep_search", {"pattern": WORD, "dir_path": str(ws)})
+    code, answer, err = pre_tool(
+        ws, "gemini", "grep_search", {"pattern": WORD, "dir_path": str(ws)}
+    )
     assert code == 0, err
     reason = denied("gemini", answer)
     assert ".env" in reason and "keys/server.pem" in reason and "[risk.secret_read]" in reason
@@ -345,9 +332,11 @@ def test_gemini_grep_is_refused_while_it_would_read_a_secret(ws: Path) -> None:
         {"pattern": WORD, "dir_path": str(ws), "include_pattern": "*.py"},
         {"pattern": WORD, "dir_path": str(ws), "include_pattern": ".env.example"},
     ):
-        code, answer, err = hook(ws, "gemini", "grep_search", allowed)
+        code, answer, err = pre_tool(ws, "gemini", "grep_search", allowed)
         assert (code, answer) == (0, {}), (allowed, answer, err)
-    code, answer, _ = hook(ws, "gemini", "grep_search", {"pattern": "-f.env", "dir_path": "src"})
+    code, answer, _ = pre_tool(
+        ws, "gemini", "grep_search", {"pattern": "-f.env", "dir_path": "src"}
+    )
     assert "[risk.option_pattern]" in denied("gemini", answer), "git grep -f.env reads .env"
 
 
@@ -398,7 +387,7 @@ def gemini_read_many(ws: Path, tool_input: dict[str, Any]) -> str:
 def test_gemini_read_many_files_reads_no_secret(ws: Path) -> None:
     tool_input = {"include": ["**/*"], "useDefaultExcludes": False}
     assert leaked(gemini_read_many(ws, tool_input)), "the unchanged call must leak"
-    code, answer, err = hook(ws, "gemini", "read_many_files", tool_input)
+    code, answer, err = pre_tool(ws, "gemini", "read_many_files", tool_input)
     assert code == 0, err
     rewritten = answer["hookSpecificOutput"]["tool_input"]
     assert rewritten["useDefaultExcludes"] is False and rewritten["include"] == ["**/*"]

@@ -18,21 +18,20 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from outside_helpers import call_hook, hook_json
 
+from _support import hook as call_hook
+from _support import hook_json, keel
 from keel.config import SandboxConfig
 from keel.core.errors import SandboxError, WorkspaceError
 from keel.plan import InProcessRunner, ProbeRunner, SandboxedRunner
 from keel.workspace import Checkpoints
 
-KEEL = str(Path(sys.executable).with_name("keel"))
 REAL_GIT = shutil.which("git") or "/usr/bin/git"
 NESTED = ("sub", "n1/n2/n3/n4/n5/n6/n7/deep", "loose", "u1/u2/u3/u4/u5/u6/u7/stray")
 REGISTERED = NESTED[:2]
@@ -63,6 +62,10 @@ class Planted:
     def hits(self) -> list[str]:
         """The markers planted programs left: each one is a program that ran."""
         return sorted(p.name for p in self.outside.glob("hit-*"))
+
+    def path(self) -> dict[str, str]:
+        """``PATH`` with the workspace's venv first, and an empty entry: the cwd, the workspace."""
+        return {"PATH": f"{self.ws / '.venv' / 'bin'}::{os.environ.get('PATH', os.defpath)}"}
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -162,37 +165,22 @@ def planted(workdir: Path) -> Planted:
     return result
 
 
-def _keel(planted: Planted, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    # the venv of the workspace first, and an empty entry: the cwd, which is the workspace
-    env["PATH"] = f"{planted.ws / '.venv' / 'bin'}::{env.get('PATH', os.defpath)}"
-    return subprocess.run(
-        [KEEL, "-w", str(planted.ws), *args],
-        cwd=planted.ws,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def test_keel_cli_runs_no_program_the_workspace_planted(planted: Planted) -> None:
-    created = _keel(planted, "checkpoint", "create")
+    created = keel("checkpoint", "create", workspace=planted.ws, env=planted.path())
     assert created.returncode == 0, created.stderr
     assert planted.hits() == []
-    listed = _keel(planted, "checkpoint", "list", "--json")
+    listed = keel("checkpoint", "list", "--json", workspace=planted.ws, env=planted.path())
     [cp] = json.loads(listed.stdout)["checkpoints"]
     (planted.ws / "a.txt").write_text("agent\n")
-    diff = _keel(planted, "diff")
+    diff = keel("diff", workspace=planted.ws, env=planted.path())
     assert diff.returncode == 0 and "+agent" in diff.stdout, diff.stdout + diff.stderr
     assert planted.hits() == []
-    rollback = _keel(planted, "rollback", cp["short"], "--force")
+    rollback = keel("rollback", cp["short"], "--force", workspace=planted.ws, env=planted.path())
     assert rollback.returncode == 0, rollback.stdout + rollback.stderr
     assert (planted.ws / "a.txt").read_text() == "hello\nchanged\n"
     assert (planted.ws / "same.txt").read_text() == "same\n"
     for command in (("status",), ("doctor",), ("checkpoint", "list")):
-        done = _keel(planted, *command)
+        done = keel(*command, workspace=planted.ws, env=planted.path())
         assert done.returncode in (0, 1), done.stderr  # doctor: 1, no client has hooks here
     assert planted.hits() == []
 
@@ -259,7 +247,7 @@ def test_a_shadow_repository_that_points_elsewhere_is_refused(planted: Planted, 
     with pytest.raises(WorkspaceError) as listed:
         Checkpoints(planted.ws).history()
     assert listed.value.code == "workspace.git_indirect"
-    cli = _keel(planted, "checkpoint", "create")
+    cli = keel("checkpoint", "create", workspace=planted.ws, env=planted.path())
     assert cli.returncode != 0 and "workspace.git_indirect" in cli.stdout + cli.stderr
     assert planted.hits() == []
 
@@ -361,8 +349,8 @@ def test_git_probes_refuse_a_repository_reached_indirectly(
 
 def _registered_hook(planted: Planted, event: str, payload: dict[str, Any]) -> dict[str, Any]:
     """One call of the exact hook ``keel init`` registered, with the workspace's git on PATH."""
-    path = f"{planted.ws / '.venv' / 'bin'}::{os.environ.get('PATH', os.defpath)}"
-    done = call_hook(planted.ws, event, payload, session="git-internals", env={"PATH": path})
+    done = call_hook(event, payload, workspace=planted.ws, session="git-internals",
+                     env=planted.path(), hookd=True)  # fmt: skip
     return hook_json(done)
 
 
@@ -371,7 +359,7 @@ def test_the_registered_hook_and_keel_exec_run_no_program_the_workspace_planted(
     planted: Planted,
 ) -> None:
     """Tool calls through the hook checkpoint the workspace (keel's git) before and after."""
-    init = _keel(planted, "init", "--agent", "claude")
+    init = keel("init", "--agent", "claude", workspace=planted.ws, env=planted.path())
     assert init.returncode == 0, init.stderr
     write = {
         "tool_name": "Write",
@@ -390,5 +378,5 @@ def test_the_registered_hook_and_keel_exec_run_no_program_the_workspace_planted(
     _registered_hook(planted, "PostToolUse", done)
     assert (planted.ws / "d.txt").exists()
     assert planted.hits() == []
-    listed = _keel(planted, "checkpoint", "list", "--json")
+    listed = keel("checkpoint", "list", "--json", workspace=planted.ws, env=planted.path())
     assert len(json.loads(listed.stdout)["checkpoints"]) >= 3, listed.stderr

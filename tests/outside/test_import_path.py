@@ -34,14 +34,14 @@ from pathlib import Path
 
 import pytest
 
+from _support import KEEL, make_workspace
 from keel.core.isolated import launcher_argv
-from keel.guard import is_contained, uncontained
 from keel.hook.install import command_words, install_hooks, registered_hooks
-from keel.hook.main import read_record
+from keel.hook.relay import read_record
 from keel.hook.server import daemon_running, stop_daemon
 from keel.sandbox.exec.contain import LAUNCHER, exec_argv, exec_backend
+from keel.sandbox.exec.line import command_of
 
-KEEL = str(Path(sys.executable).with_name("keel"))
 DANGEROUS = "rm -rf /"
 HARMLESS = "ls"
 ENTRIES = ("hook", "relayed hook", "hookd", "exec", "doctor", "status")
@@ -102,10 +102,8 @@ def _hostile(ws: Path) -> dict[str, str]:
 
 def _new_workspace(base: Path, env: dict[str, str] | None = None) -> tuple[Path, str]:
     """A git workspace with ``keel init --agent claude``; the registered PreToolUse command."""
-    ws = base / "ws"
-    ws.mkdir(mode=0o755)
+    ws = make_workspace(base / "ws", git=True)
     (ws / "sub").mkdir(mode=0o755)
-    subprocess.run(["git", "init", "-q", str(ws)], check=True)
     init = subprocess.run(
         [KEEL, "init", "--agent", "claude"], cwd=ws, env=env, capture_output=True, text=True
     )
@@ -329,7 +327,7 @@ def test_the_registered_hook_runs_nothing_the_agent_wrote(
             decision, spec = _answer(allowed)
             assert decision == "allow", allowed.stdout
             line = spec["updatedInput"]["command"]  # pyright: ignore[reportIndexIssue]
-            assert uncontained(str(line)) == HARMLESS
+            assert command_of(str(line)) == HARMLESS
             ran = subprocess.run(
                 ["/bin/bash", "-c", str(line)], cwd=cwd, env=env, capture_output=True, text=True
             )
@@ -474,8 +472,8 @@ def test_a_keel_exec_line_of_before_issue_22_is_not_a_bypass(workdir: Path) -> N
     before = str(Path(LAUNCHER).parent / "sandbox" / "_launch.py")
     py, ws = sys.executable, str(workdir)
     old = [py, "-S", before, "exec", "--workspace", ws, "--timeout", "5", "--", "bash", "-c", "ls"]
-    assert uncontained(shlex.join(old)) == "ls" and is_contained(shlex.join(old))
-    assert uncontained(shlex.join([py, "-S", before, "exec", "--", "bash", "-c", "x"])) == "x"
+    assert command_of(shlex.join(old)) == "ls"
+    assert command_of(shlex.join([py, "-S", before, "exec", "--", "bash", "-c", "x"])) == "x"
     for words in (
         [py, "-s", before, "exec", "--", "bash", "-c", "ls"],
         [py, "-I", "-S", before, "exec", "--", "bash", "-c", "ls"],
@@ -484,4 +482,4 @@ def test_a_keel_exec_line_of_before_issue_22_is_not_a_bypass(workdir: Path) -> N
         [py, "-S", before, "exec", "--", "sh", "-c", "ls"],
         [py, "-S", LAUNCHER, "exec", "--", "bash", "-c", "ls"],
     ):
-        assert uncontained(shlex.join(words)) is None, words
+        assert command_of(shlex.join(words)) is None, words

@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 from outside_helpers import require_sandbox
 
+from _support import keel
 from keel.sandbox.exec.contain import exec_argv
 
-KEEL = str(Path(sys.executable).with_name("keel"))
 DEEP = "a/b/c/d/e/f/g/h"
 """Deeper than the default ``[sandbox] control_depth`` (6)."""
 PERSISTENCE = (
@@ -211,12 +211,7 @@ def test_claude_code_leaves_nothing_that_runs_later(workdir: Path) -> None:
     _user_runs_git(ws)
     assert sorted(p.name for p in outside.iterdir()) == [], run.diagnose()
     assert _left_in_workspace(ws, outside) == [], run.diagnose()
-    journal = subprocess.run(
-        [KEEL, "log", "--decision", "allow,ask,deny", "--json", "--workspace", str(ws)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    journal = keel("log", "--decision", "allow,ask,deny", "--json", "--workspace", str(ws))
     assert journal.returncode == 0, journal.stderr
     decisions = json.loads(journal.stdout)["events"]
     verdicts = [(d["payload"]["decision"], d["payload"]["rule"]) for d in decisions]

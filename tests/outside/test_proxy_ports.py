@@ -24,28 +24,15 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sandbox"))
 from exec_helpers import canary  # a TCP listener on 127.0.0.1:0 that counts connections
 
+from _support import hook, keel, make_workspace
 from keel.config import parse_config
 from keel.policy import Policy
 from keel.sandbox.exec._proxy import Proxy, policy_check
 
-KEEL = str(Path(sys.executable).with_name("keel"))
-
-
-def _env() -> dict[str, str]:
-    """The test's environment without keel's own variables (its state dir excepted)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KEEL_")}
-    env["KEEL_STATE_DIR"] = os.environ["KEEL_STATE_DIR"]
-    env["KEEL_HOOKD"] = "0"
-    return env
-
 
 def _workspace(workdir: Path, allow: str, extra: str = "") -> Path:
-    ws = workdir / "ws"
-    ws.mkdir(exist_ok=True)
-    (ws / "keel.toml").write_text(
-        f'[policy]\npreset = "developer"\nnetwork_allow = ["{allow}"]\n{extra}'
-    )
-    return ws
+    toml = f'[policy]\npreset = "developer"\nnetwork_allow = ["{allow}"]\n{extra}'
+    return make_workspace(workdir / "ws", keel_toml=toml)
 
 
 def _require_bwrap() -> None:
@@ -178,10 +165,7 @@ except OSError as exc:
 
 
 def _contained(ws: Path, *command: str) -> subprocess.CompletedProcess[str]:
-    argv = [KEEL, "exec", "--workspace", str(ws), "--backend", "bwrap", "--", *command]
-    return subprocess.run(
-        argv, cwd=ws, env=_env(), capture_output=True, text=True, timeout=180, check=False
-    )
+    return keel("exec", "--workspace", str(ws), "--backend", "bwrap", "--", *command, cwd=ws)
 
 
 def test_a_contained_command_reaches_another_port_only_once_it_is_named(workdir: Path) -> None:
@@ -218,23 +202,9 @@ def test_a_contained_command_reaches_another_port_only_once_it_is_named(workdir:
 
 def _hook(ws: Path, command: str) -> dict[str, str]:
     """The real ``keel hook`` (Claude Code's dialect) for one Bash call."""
-    payload = {
-        "session_id": "proxy-ports",
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Bash",
-        "tool_input": {"command": command},
-        "cwd": str(ws),
-    }
-    proc = subprocess.run(
-        [KEEL, "hook", "PreToolUse", "--agent", "claude", "--workspace", str(ws)],
-        input=json.dumps(payload),
-        cwd=ws,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    payload = {"tool_name": "Bash", "tool_input": {"command": command}}
+    proc = hook("PreToolUse", payload, workspace=ws, session="proxy-ports", via="keel",
+                pass_workspace=True)  # fmt: skip
     assert "Traceback" not in proc.stderr, proc.stderr
     if proc.returncode == 2:
         return {"permissionDecision": "deny", "permissionDecisionReason": proc.stderr}

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,12 +12,12 @@ from typing import Any
 import pytest
 from plan_helpers import sandbox
 
+from _support import keel
 from keel.plan.examples import example_text, load_example
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 README = EXAMPLES / "README.md"
-KEEL = Path(sys.executable).parent / "keel"
 
 
 @dataclass(frozen=True)
@@ -71,13 +69,6 @@ OUTCOMES: dict[str, list[Outcome]] = {
     ],
 }  # fmt: skip
 CASES = [(name, o) for name, outcomes in OUTCOMES.items() for o in outcomes]
-
-
-def keel(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    assert KEEL.is_file(), f"console script missing: {KEEL}"
-    return subprocess.run(
-        [str(KEEL), *args], capture_output=True, text=True, cwd=cwd, timeout=120
-    )  # inherits KEEL_STATE_DIR from the test's environment
 
 
 def example_dirs() -> list[Path]:

@@ -3,22 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from plan_helpers import sandbox
 
-KEEL = Path(sys.executable).parent / "keel"
-
-
-def keel(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    assert KEEL.is_file(), f"console script missing: {KEEL}"
-    return subprocess.run(
-        [str(KEEL), *args], capture_output=True, text=True, cwd=cwd, timeout=120
-    )  # inherits KEEL_STATE_DIR from the test's environment
+from _support import keel
 
 
 def ev(id_: str, function: str, args: list[Any], out: str) -> dict[str, Any]:

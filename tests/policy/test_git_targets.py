@@ -23,15 +23,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_survivors import (  # pyright: ignore[reportMissingImports]
-    _allowed,  # pyright: ignore[reportUnknownVariableType]
-    _hook,  # pyright: ignore[reportUnknownVariableType]
-    _run_as_client,  # pyright: ignore[reportUnknownVariableType]
-)
+from policy_helpers import CONTROL_HINT, Tree, allowed, argv, hook, run_as_client
 
 from keel.config import parse_config
 from keel.policy import Policy
-from keel.policy._rules import git_subcommand, git_writes, hosts
+from keel.policy._git import git_subcommand
+from keel.policy._rules import git_operands, git_option_values, git_writes, hosts
 
 NET = "network.not_allowed"
 CONTROL = "path.control"
@@ -201,6 +198,83 @@ def test_git_hosts(line: str, expected: list[str | None]) -> None:
     assert hosts("git", _args(line)) == expected
 
 
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("git -C d -c a=b --git-dir g --work-tree w --namespace n --bare status -s", ("status", ["-s"])),
+        ("git", (None, [])), ("git -C", (None, [])), ("git $X log", (None, ["log"])),
+    ],
+)  # fmt: skip
+def test_git_subcommand(line: str, expected: tuple[str | None, list[str | None]]) -> None:
+    assert git_subcommand(argv(line)[1:]) == expected
+
+
+@pytest.mark.parametrize(
+    ("sub", "rest", "expected"),
+    [
+        # a 3-letter abbreviation (`--o`) is an option git spells out: `up` is its value
+        ("clone", ["--o", "up", "u", "d"], ["u", "d"]),
+        # after `--` or `--end-of-options` every word is an operand, spelt as written
+        ("clone", ["--", "--dep", "d"], ["--dep", "d"]),
+        ("clone", ["--end-of-options", "--orig", "d"], ["--orig", "d"]),
+    ],
+)
+def test_git_operands_after_abbreviations_and_the_end_of_options(
+    sub: str, rest: list[str | None], expected: list[str | None]
+) -> None:
+    assert git_operands(sub, rest) == expected
+
+
+def test_a_value_option_that_ends_the_line_has_an_unknown_value() -> None:
+    args: list[str | None] = ["u", "--separate-git-dir"]
+    assert git_option_values("clone", args, "--separate-git-dir") == [None]
+    assert git_writes(["clone", *args]) == [None]
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        # worktree and submodule actions other than `add` create no directory
+        ("git worktree lock wt", []),
+        ("git submodule status", []),
+        ("git submodule status sub", []),
+        ("git submodule add", []),  # git refuses it: no repository
+    ],
+)
+def test_git_actions_that_create_no_directory(line: str, expected: list[str | None]) -> None:
+    assert git_writes(argv(line)[1:]) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        # a run-time word after the repository is no repository: the host stays known
+        ("git clone git@github.com:o/r $X", ["github.com"]),
+        # a run-time action of `submodule`: any later operand may be the URL
+        ("git submodule $X git@evil.test:x", ["evil.test", None]),
+    ],
+)
+def test_git_hosts_around_run_time_words(line: str, expected: list[str | None]) -> None:
+    name, *args = argv(line)
+    assert name is not None
+    assert hosts(name, args) == expected
+
+
+def test_a_git_config_after_the_directory_keeps_the_subcommand_in_that_directory() -> None:
+    assert git_writes(["-C", "sub", "-c", "a=b", "rm", "f"]) == ["sub/f"]
+
+
+def test_a_one_operand_submodule_add_writes_the_directory_it_names(tree: Tree) -> None:
+    # ``git submodule add ./.claude`` clones into ``.claude`` (git names the directory after
+    # the repository): the agents' configuration, so denied as a write, not merely asked.
+    assert tuple(tree.engine().check_line("git submodule add ./.claude")) == (
+        "deny", "path.control",
+        "'.claude' is protected at any depth ('**/.claude'): "
+        "Claude Code's project settings, hooks, commands and agents",
+        CONTROL_HINT,
+    )  # fmt: skip
+
+
 # -- the hook path, by effect -------------------------------------------------------------
 
 GOOD = "git@github.com:x/y"
@@ -239,8 +313,8 @@ def _repo(workdir: Path, allow: str) -> Path:
 
 
 def _through_hook(ws: Path, line: str) -> dict:
-    reply = _hook(ws, "Bash", {"command": line})
-    _run_as_client(reply, line, ws)
+    reply = hook(ws, "Bash", {"command": line})
+    run_as_client(reply, line, ws)
     return reply  # pyright: ignore[reportUnknownVariableType]
 
 
@@ -303,7 +377,7 @@ def test_the_stand_in_client_runs_the_git_lines_the_hook_allows(
     """The effect checks above can fail: the same lines with a harmless target do their work."""
     ws = _repo(workdir, allow)
     reply = _through_hook(ws, line)
-    assert _allowed(reply), reply
+    assert allowed(reply), reply
     if made is None:
         assert "github.com:x/z" in (ws / ".git" / "config").read_text(), reply
     else:

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from keel.policy import Policy
+from keel.policy._sed import sed_script
 from keel.policy._shell import expand_braces, parse
-from keel.policy._tools import hidden_programs, sed_script
+from keel.policy._tools import hidden_programs
 
 UNSEEN = [
     ("test -v 'a[$(id)]'", "parse.arithmetic"),

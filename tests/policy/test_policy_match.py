@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from policy_helpers import Tree
 
 from keel.config import parse_config
 from keel.policy import Policy
@@ -92,3 +93,16 @@ def test_config_patterns_and_constraints_match_anywhere(tmp_path: Path) -> None:
     assert policy.check_command("npm --tag beta publish").rule == "config.ask"
     assert policy.check_command("psql -d x --command='drop table t'").rule == "constraint.no-drop"
     assert policy.check_command("git push origin feature").rule != "config.deny"
+
+
+def test_a_pattern_whose_first_word_is_a_glob_still_matches(tree: Tree) -> None:
+    engine = tree.engine(deny=("g* push",), allow=("m?ke lint",))
+    assert tuple(engine.check_line("git push")) == (
+        "deny", "config.deny", "matches 'g* push' in keel.toml [policy]", "do not run this",
+    )  # fmt: skip
+    assert tuple(engine.check_line("make lint"))[:2] == ("allow", "config.allow")
+    # the pattern named by the command's own word is tried first, and reported
+    both = tree.engine(ask=("g* push", "git push"))
+    assert tuple(both.check_line("git push"))[:3] == (
+        "ask", "config.ask", "matches 'git push' in keel.toml [policy]",
+    )  # fmt: skip

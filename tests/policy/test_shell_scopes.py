@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_survivors import _hook as _survivors_hook  # pyright: ignore[reportMissingImports]
+from policy_helpers import hook as claude_hook
 
 from keel.config import parse_config
 from keel.policy import Policy
@@ -535,7 +535,7 @@ def test_the_parse_takes_a_cd_to_a_missing_directory_as_failing(
 
 def _hook(ws: Path, command: str) -> dict[str, Any]:
     """The real ``keel hook`` (Claude Code's dialect, no daemon) for one Bash call."""
-    return _survivors_hook(ws, "Bash", {"command": command})
+    return claude_hook(ws, "Bash", {"command": command})
 
 
 def _run_as_client(reply: dict[str, Any], command: str, ws: Path) -> str:

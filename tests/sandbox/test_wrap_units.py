@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from keel.hook.main import MAGIC
-from keel.hook.server import parse_request
-from keel.sandbox.exec._exec import PROXY_PORT, ExecRefused
+from keel.hook.wire import MAGIC, parse_request
+from keel.sandbox.exec._context import ExecRefused
+from keel.sandbox.exec._exec import PROXY_PORT
 from keel.sandbox.wrap._clients import client_profile, detect_client, install_roots, url_host_port
 from keel.sandbox.wrap._decide import pin_environment
 from keel.sandbox.wrap._state import ClientState
@@ -210,7 +210,7 @@ def test_requests_get_the_hosts_state_variables(monkeypatch: pytest.MonkeyPatch)
     request = parse_request(pin_environment(fields, host))
     assert request is not None
     assert request.env == {"PATH": "/usr/bin", "KEEL_STATE_DIR": "/state", "HOME": "/home/u"}
-    assert request.argv == ["PreToolUse"] and request.data == b"{}"
+    assert request.argv == ("PreToolUse",) and request.data == b"{}"
     assert pin_environment([b"junk"], host) == [b"junk"]
 
 

@@ -7,25 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from checkpoint_helpers import Counting
 
 from keel.workspace import Checkpoints
 from keel.workspace._watch import RACY_NS
 
 SETTLE = RACY_NS / 1e9 * 2.5  # let file times fall out of the racy window
-
-
-class Counting:
-    """Records the git commands a Checkpoints instance runs."""
-
-    def __init__(self, cps: Checkpoints) -> None:
-        self.commands: list[str] = []
-        real = cps.git.proc
-
-        def proc(args, **kw):  # type: ignore[no-untyped-def]
-            self.commands.append(args[0])
-            return real(args, **kw)
-
-        cps.git.proc = proc  # type: ignore[method-assign]
 
 
 def settled(cps: Checkpoints) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from checkpoint_helpers import agent_call, seed
 
 from keel.core.errors import UserError, WorkspaceError
 from keel.journal import MemoryJournal
@@ -22,22 +23,6 @@ Git = Callable[..., str]
 def sh(root: Path, script: str) -> None:
     """An agent-style change made by a shell command."""
     subprocess.run(["sh", "-c", script], cwd=root, check=True)
-
-
-def agent_call(cps: Checkpoints, session: str, call: str, change: Callable[[], None]) -> None:
-    """What the guard does around one agent tool call."""
-    cps.create(session_id=session, tool_use_id=call)
-    change()
-    cps.after_call(session, call)
-
-
-def seed(root: Path) -> None:
-    (root / "src").mkdir()
-    (root / "src" / "app.py").write_text("print('hello')\n")
-    (root / "README.md").write_text("# project\n")
-    (root / "notes.txt").write_text("keep\n")
-    (root / "run.sh").write_text("#!/bin/sh\necho run\n")
-    (root / "run.sh").chmod(0o755)
 
 
 def git_fingerprint(root: Path) -> dict[str, str]:

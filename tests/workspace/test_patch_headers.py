@@ -13,16 +13,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from patch_helpers import fails, make_files
 
 from keel.core.errors import PatchError
 from keel.workspace.patch import apply_patch, parse_patch
-
-
-def _make(root: Path, files: dict[str, bytes]) -> None:
-    for rel, data in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -41,7 +35,7 @@ def _update(old: str, new: str) -> str:
 
 
 def test_deleting_the_empty_file_x_b_y_leaves_x_alone(workdir: Path) -> None:
-    _make(workdir, {"x": b"keep me\n", "x b/y": b""})
+    make_files(workdir, {"x": b"keep me\n", "x b/y": b""})
     patch = "diff --git a/x b/y b/x b/y\ndeleted file mode 100644\nindex e69de29..0000000\n"
     result = apply_patch(workdir, patch)
     assert _tree(workdir) == {"x": b"keep me\n"}
@@ -50,7 +44,7 @@ def test_deleting_the_empty_file_x_b_y_leaves_x_alone(workdir: Path) -> None:
 
 
 def test_creating_the_empty_file_x_b_y_creates_that_file(workdir: Path) -> None:
-    _make(workdir, {"x": b"keep me\n"})
+    make_files(workdir, {"x": b"keep me\n"})
     patch = "diff --git a/x b/y b/x b/y\nnew file mode 100644\nindex 0000000..e69de29\n"
     apply_patch(workdir, patch)
     assert _tree(workdir) == {"x": b"keep me\n", "x b/y": b""}
@@ -75,7 +69,7 @@ def test_creating_the_empty_file_x_b_y_creates_that_file(workdir: Path) -> None:
 @pytest.mark.parametrize("mode", ["deleted file mode 100644", "new file mode 100644"])
 def test_a_git_header_naming_no_one_file_is_refused(workdir: Path, header: str, mode: str) -> None:
     files = {"x": b"x\n", "y": b"", "x b/y": b"", "x b/x": b"", "z": b""}
-    _make(workdir, files)
+    make_files(workdir, files)
     with pytest.raises(PatchError) as caught:
         apply_patch(workdir, f"{header}\n{mode}\nindex e69de29..0000000\n")
     assert caught.value.code == "patch.parse"
@@ -85,7 +79,7 @@ def test_a_git_header_naming_no_one_file_is_refused(workdir: Path, header: str, 
 
 
 def test_the_minus_plus_lines_say_which_file_when_the_git_line_cannot(workdir: Path) -> None:
-    _make(workdir, {"x": b"a\n", "x b/y": b"a\n"})
+    make_files(workdir, {"x": b"a\n", "x b/y": b"a\n"})
     patch = (
         "diff --git a/x b/y b/z\ndeleted file mode 100644\n"
         "--- a/x b/y\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n"
@@ -95,7 +89,7 @@ def test_the_minus_plus_lines_say_which_file_when_the_git_line_cannot(workdir: P
 
 
 def test_a_quoted_git_line_names_its_file(workdir: Path) -> None:
-    _make(workdir, {"\u00e9.txt": b"", 'q"q': b"", "k": b"k\n"})
+    make_files(workdir, {"\u00e9.txt": b"", 'q"q': b"", "k": b"k\n"})
     patch = (
         'diff --git "a/\\303\\251.txt" "b/\\303\\251.txt"\ndeleted file mode 100644\n'
         'diff --git "a/q\\"q" "b/q\\"q"\ndeleted file mode 100644\n'
@@ -107,7 +101,7 @@ def test_a_quoted_git_line_names_its_file(workdir: Path) -> None:
 
 
 def test_quoted_rename_lines_name_the_files(workdir: Path) -> None:
-    _make(workdir, {"sp \u00e9.txt": b"hi\n"})
+    make_files(workdir, {"sp \u00e9.txt": b"hi\n"})
     patch = (
         'diff --git "a/sp \\303\\251.txt" "b/sp \\303\\274.txt"\nsimilarity index 100%\n'
         'rename from "sp \\303\\251.txt"\nrename to "sp \\303\\274.txt"\n'
@@ -127,7 +121,7 @@ def test_quoted_rename_lines_name_the_files(workdir: Path) -> None:
     ],
 )
 def test_a_quoted_non_ascii_name_is_the_file_it_spells(workdir: Path, quoted: str) -> None:
-    _make(workdir, {"\u00e9.txt": "caf\u00e9\n".encode(), "e.txt": b"e\n"})
+    make_files(workdir, {"\u00e9.txt": "caf\u00e9\n".encode(), "e.txt": b"e\n"})
     apply_patch(workdir, _update(quoted, quoted.replace('"a/', '"b/')))
     assert _tree(workdir) == {"e.txt": b"e\n", "\u00e9.txt": "th\u00e9 \u20ac\n".encode()}
 
@@ -140,7 +134,7 @@ def test_a_quoted_non_ascii_name_is_the_file_it_spells(workdir: Path, quoted: st
     ],
 )
 def test_a_quoted_name_above_latin_1_is_the_file_it_spells(workdir: Path, quoted: str) -> None:
-    _make(workdir, {"\u20ac.txt": "caf\u00e9\n".encode()})
+    make_files(workdir, {"\u20ac.txt": "caf\u00e9\n".encode()})
     apply_patch(workdir, _update(quoted, quoted.replace('"a/', '"b/')))
     assert _tree(workdir) == {"\u20ac.txt": "th\u00e9 \u20ac\n".encode()}
 
@@ -177,11 +171,58 @@ def test_a_bad_quoted_name_is_a_patch_error_that_changes_nothing(
     workdir: Path, quoted: str
 ) -> None:
     files = {"\u20ac.txt": "caf\u00e9\n".encode(), "\u20ac\\q.txt": "caf\u00e9\n".encode()}
-    _make(workdir, files)
+    make_files(workdir, files)
     with pytest.raises(PatchError) as caught:
         apply_patch(workdir, _update(quoted, "b/\u20ac.txt"))
     assert caught.value.code == "patch.parse"
     assert _tree(workdir) == files
+
+
+# -- quoted names in ---/+++ and rename lines, as the parser reads them ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("header", "path"),
+    [
+        ('"a/x\\377.txt"', "x\udcff.txt"),  # git's quoting of a byte that is not UTF-8
+        ('"a/\\303\\251.txt"', "\u00e9.txt"),  # of UTF-8: the name as the user sees it
+        ('"a/x\udcff.txt"', "x\udcff.txt"),  # a patch read from bytes that are not UTF-8
+        ('"a/tab\\there.txt"', "tab\there.txt"),
+    ],
+)
+def test_a_quoted_header_path_is_unquoted_byte_for_byte(header: str, path: str) -> None:
+    new = header.replace('"a/', '"b/', 1)
+    fmt, [fp] = parse_patch(f"--- {header}\n+++ {new}\n@@ -1 +1 @@\n-a\n+b\n")
+    assert (fmt, fp.action, fp.path) == ("unified", "update", path)
+
+
+def test_a_move_by_its_headers_remembers_its_line() -> None:
+    text = "intro\n--- a/old.txt\n+++ b/new.txt\n@@ -1 +1 @@\n-a\n+b\n"
+    _, [fp] = parse_patch(text)
+    assert (fp.action, fp.path, fp.new_path, fp.line) == ("move", "old.txt", "new.txt", 2)
+
+
+def test_a_quoted_empty_header_path_is_an_empty_name_and_refused(workdir: Path) -> None:
+    err = fails(workdir, {'""': "a\n"}, '--- ""\n+++ ""\n@@ -1 +1 @@\n-a\n+b\n')
+    assert (err.code, err.message, err.context) == ("patch.path", "invalid path ''", {"path": ""})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'x\n--- a/x\n+++ "b/x" y"\n@@ -1 +1 @@\n-a\n+b\n',  # the +++ line names its own line
+        'diff --git a/x b/y\nsimilarity index 90%\nrename from "x" q"\nrename to y\n',
+        'diff --git a/x b/y\nsimilarity index 90%\nrename from x\nrename to "y" q"\n',
+    ],
+)
+def test_a_malformed_quoted_path_names_its_line(text: str) -> None:
+    with pytest.raises(PatchError) as info:
+        parse_patch(text)
+    bad = next(ln for ln in text.splitlines() if ln.endswith(' q"') or ln.endswith(' y"'))
+    line = text.splitlines().index(bad) + 1
+    assert info.value.code == "patch.parse"
+    assert info.value.context == {"line": line}
+    assert info.value.message.startswith(f"line {line}: malformed quoted path ")
 
 
 # -- git's own output ---------------------------------------------------------------------------
@@ -202,8 +243,8 @@ def test_a_diff_git_wrote_applies_as_git_applies_it(workdir: Path) -> None:
         "sp \u00e9.txt": b"moved\n",
     }
     repo, ws = workdir / "repo", workdir / "ws"
-    _make(repo, before)
-    _make(ws, before)
+    make_files(repo, before)
+    make_files(ws, before)
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "before")

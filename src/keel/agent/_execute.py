@@ -190,10 +190,10 @@ def run_command(
     """Run a shell command line: inside ``keel exec`` when ``contained``; exit code shown."""
     argv: list[str] = ["bash", "-c", command]
     limit = timeout
-    if contained:
-        from keel.sandbox.exec.contain import exec_argv
+    if contained:  # the words of the line the guard is told ran (``Agent._as_ran``)
+        from keel.sandbox.exec.line import shell_argv
 
-        argv = exec_argv(root, argv, timeout=timeout)
+        argv = shell_argv(root, command, timeout=timeout)
         limit += 5  # ``keel exec`` enforces ``timeout`` itself; this only backs it up
     done = run_argv([*prefix, *argv], root, limit)
     text = normalised(root, done.output)

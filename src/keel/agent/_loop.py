@@ -302,9 +302,9 @@ class Agent:
         """
         if call.kind != "exec" or not call.command or not self.guard.rewrite:
             return call
-        from keel.guard import contained_command
+        from keel.sandbox.exec.line import encode
 
-        line = contained_command(str(self.root), call.command, timeout=self.timeout)
+        line = encode(str(self.root), call.command, timeout=self.timeout)
         return call.replace(command=line)
 
     def _read_or_run(self, name: str, args: dict[str, Any]) -> tools.Outcome:

@@ -7,8 +7,9 @@
 - ``verify``: entered on ``finish``; the gates pass (``done``) or the run goes back to
   ``implement``.
 
-A writing tool before ``implement`` is *premature commitment*: :class:`PhasePolicy` denies it
-inside ``Guard.decide`` (rule ``agent.premature_commitment``), so it is refused, journaled and
+A writing tool before ``implement`` is *premature commitment*: :class:`PhaseRules`, a rule the
+run's guard asks before its policy (``Guard(pre_rules=...)``), denies it inside
+``Guard.decide`` (rule ``agent.premature_commitment``), so it is refused, journaled and
 checkpoint-free like any deny, and nothing changes on disk. ``[agent] require_plan = false``
 lets a writing tool open ``implement`` straight from ``understand``.
 """
@@ -80,40 +81,25 @@ class Phases:
         )
 
 
-class PhasePolicy:
-    """keel's policy with the agent's rules first: known tools, valid arguments, the phase.
+@dataclass(frozen=True, slots=True)
+class PhaseRules:
+    """The agent's rules, which the guard asks before its policy: tools, arguments, phase.
 
-    The guard asks this instead of the policy, so the agent's refusals take the one decision
-    path (journaled with their rule ids) and everything else is the policy's.
+    So the agent's refusals take the one decision path (journaled with their rule ids); a
+    call these rules leave alone is the policy's.
     """
 
-    def __init__(self, policy: Policy, phases: Phases) -> None:
-        """Wrap ``policy`` for a run in ``phases``."""
-        self.policy = policy
-        self.phases = phases
-        self.contained = policy.contained
+    phases: Phases
 
-    def check_call(self, call: ToolCall) -> Decision:
-        """The agent's rules, then the policy's judgement of the call."""
+    def check(self, call: ToolCall, policy: Policy) -> Decision | None:
+        """The agent's decision for ``call``, or None to leave it to ``policy``."""
         problem = argument_problem(call.tool, call.args)
         if problem is not None:
             return Decision.deny("agent.bad_call", problem, "Call one of the tools as described.")
-        read_only = call.tool == "run" and self.policy.is_read_only(call.command or "", call.cwd)
+        read_only = call.tool == "run" and policy.is_read_only(call.command or "", call.cwd)
         why = self.phases.premature(call, read_only)
         if why is not None:
             return Decision.deny(PREMATURE, why, "Run a plan (run_plan) that checks it first.")
         if call.tool in CONTROL_TOOLS:
             return Decision.allow("agent.tool", f"{call.tool} is one of keel's own tools")
-        return self.policy.check_call(call)
-
-    def check_path(self, path: str, op: Any) -> Decision:
-        """The policy's judgement of a path (patches, plans' final actions)."""
-        return self.policy.check_path(path, op)
-
-    def check_command(self, line: str) -> Decision:
-        """The policy's judgement of a command line (plans' final actions)."""
-        return self.policy.check_command(line)
-
-    def __getattr__(self, name: str) -> Any:
-        """Everything else (``in_scope``, ``is_read_only``, ``command_facts``) as the policy's."""
-        return getattr(self.policy, name)
+        return None

@@ -25,7 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from keel.core.root import state_dir
+from keel.core.root import GIT_MARKER, STATE_DIR, state_dir
 from keel.models import CHARS_PER_TOKEN
 
 CACHE_NAME = "repomap.json"
@@ -34,8 +34,8 @@ MAX_FILE_BYTES = 256_000
 MAX_FILES = 20_000
 SKIP_DIRS = frozenset(
     {
-        ".git",
-        ".keel",
+        GIT_MARKER,
+        STATE_DIR,
         ".hg",
         ".svn",
         ".venv",

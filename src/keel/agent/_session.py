@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from keel.agent._loop import EXIT_CODES, Agent, AgentState, Ended, Outcome, View
-from keel.agent._phases import PhasePolicy, Phases, Transition
+from keel.agent._phases import PhaseRules, Phases, Transition
 from keel.config import KeelConfig, config_for
 from keel.core.errors import UsageError
 from keel.core.events import DataPayload
@@ -96,14 +96,8 @@ def agent_config(root: Path) -> KeelConfig:
 
 def open_guard(root: Path, config: KeelConfig, session_id: str, phases: Phases) -> Guard:
     """The run's guard: keel's one decision path, with the phase rules before the policy."""
-    from keel.workspace import Checkpoints
-
-    guard = Guard.open(root, session_id=session_id, agent="keel")
-    guard.config = config
-    guard.policy = PhasePolicy(guard.policy, phases)  # pyright: ignore[reportAttributeAccessIssue]
-    guard.checkpoints = Checkpoints(root, journal=guard.journal)
-    guard.reload_state()  # the monitor again, on this config
-    return guard
+    rules = (PhaseRules(phases),)
+    return Guard.open(root, session_id=session_id, agent="keel", config=config, pre_rules=rules)
 
 
 def new_session_id() -> str:
@@ -131,8 +125,7 @@ def start(
     )
     guard = open_guard(root, config, session, phases)
     try:
-        assert guard.checkpoints is not None
-        guard.checkpoints.create(session_id=session, label=START_LABEL)
+        guard.checkpointer().create(session_id=session, label=START_LABEL)
         guard.note(
             "session.start",
             {

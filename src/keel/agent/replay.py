@@ -29,6 +29,7 @@ from typing import Any
 
 from keel.core.errors import RunError, UsageError
 from keel.core.events import DataPayload, Event, GatePayload, ToolResultPayload
+from keel.core.root import GIT_MARKER, STATE_DIR
 from keel.models.testing import ReplayModel, pointer_diff
 
 REPLAY_KINDS = (
@@ -235,7 +236,7 @@ def scratch_from_directory(source: Path, into: Path) -> None:
         into,
         symlinks=True,
         dirs_exist_ok=True,
-        ignore=shutil.ignore_patterns(".keel", ".git"),
+        ignore=shutil.ignore_patterns(STATE_DIR, GIT_MARKER),
     )
 
 

@@ -66,7 +66,7 @@ def workspace_root(ctx: typer.Context, workspace: Path | None = None) -> Path:
             nothing is created in a mistyped place.
     """
     chosen = workspace or (ctx.obj or {}).get("workspace") if ctx is not None else workspace
-    root = find_root(override=str(chosen) if chosen else None)
+    root = Path(find_root(override=str(chosen) if chosen else None))
     if chosen and not root.is_dir():
         what = "is not a directory" if os.path.lexists(root) else "does not exist"
         raise UsageError(f"workspace {str(chosen)!r} {what}", code="usage.workspace")

@@ -33,6 +33,7 @@ def main(argv: list[str], guard_factory: Any = None) -> int:
     one, the call is decided in process by that factory's guard (no daemon).
     """
     from keel.hook import main as hookpath
+    from keel.hook.wire import BLOCK
 
     if guard_factory is None:
         hookpath.main(argv)
@@ -41,7 +42,7 @@ def main(argv: list[str], guard_factory: Any = None) -> int:
         args = hookpath.parse_hook_args(argv)
     except ValueError as exc:
         sys.stderr.write(f"keel hook: {exc}; blocked to be safe\n{hookpath.USAGE}\n")
-        return 0 if "--fail-open" in argv else hookpath.BLOCK
+        return 0 if "--fail-open" in argv else BLOCK
     from keel.hook.runner import answer
 
     data, _ = hookpath.read_stdin(args.deadline / 4)

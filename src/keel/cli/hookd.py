@@ -66,7 +66,7 @@ def status(ctx: typer.Context, workspace: WorkspaceOpt = None, as_json: JsonOpt 
 
     --json prints {"root", "running", "socket", "enabled"}.
     """
-    from keel.hook.main import daemon_enabled as enabled
+    from keel.hook.relay import daemon_enabled as enabled
     from keel.hook.server import daemon_running, socket_path
 
     try:

@@ -10,7 +10,7 @@ import typer
 
 from keel.cli._common import JsonOpt, WorkspaceOpt, examples, fail, print_json, utf8_text
 from keel.core.errors import KeelError, UsageError
-from keel.core.root import find_root
+from keel.core.root import find_root, state_dir
 
 DENY_RULES_NOTE = (
     "note: once keel rewrites an allowed command into `keel exec`, Claude Code's own deny and "
@@ -104,7 +104,7 @@ def init(
     from keel.init import init_workspace
 
     chosen = workspace or (ctx.obj or {}).get("workspace")
-    root = find_root(override=str(chosen)) if chosen else Path.cwd().resolve()
+    root = Path(find_root(override=str(chosen))) if chosen else Path.cwd().resolve()
     globs = [g.strip() for item in scope or [] for g in item.split(",") if g.strip()] or None
     out = _Report(as_json)
     try:
@@ -128,7 +128,7 @@ def init(
             preset=preset,
             scope=globs,
             scope_was=list(result.scope_was) if result.scope_was is not None else None,
-            state_dir=str(result.root / ".keel"),
+            state_dir=str(state_dir(result.root)),
             updated_gitignore=result.updated_gitignore,
         )
         if result.wrote_config:
@@ -142,7 +142,7 @@ def init(
                 )
             elif globs:
                 out.say(f"[scope] include is {json.dumps(globs)} already")
-        out.say(f"state directory {result.root / '.keel'}")
+        out.say(f"state directory {state_dir(result.root)}")
         if result.updated_gitignore:
             out.say("added .keel/ to .gitignore")
         if rules:

@@ -176,8 +176,8 @@ def _guard(request: CheckRequest) -> Guard:
     """A journal-free guard over the request's workspace (raises KeelError on bad input)."""
     from keel.core.configview import config_source, config_view
     from keel.core.presets import check_preset
+    from keel.core.root import find_root
     from keel.guard import Guard
-    from keel.hook.main import find_root
     from keel.policy._policy import Policy
 
     check_preset(request.preset)

@@ -138,11 +138,9 @@ def _failed(exc: Exception) -> int:
 
 
 def _default_root() -> str:
-    import os
+    from keel.core.root import find_root
 
-    from keel.sandbox.exec._exec import find_root
-
-    return find_root(os.getcwd())
+    return find_root()
 
 
 def _usage(message: str) -> int:

@@ -25,6 +25,7 @@ import marshal
 import os
 from stat import S_ISREG
 
+from keel.core.root import CONFIG_NAME, state_path
 from keel.core.settings import (
     AgentSettings,
     ConstraintSettings,
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
 
 
 CACHE_VERSION = 2
-CONFIG_NAME = "keel.toml"
 RACY_NS = 100_000_000
 """A keel.toml changed less than this long ago (ns) is validated but not cached yet."""
 
@@ -311,7 +311,7 @@ def _schema_key() -> list[Any]:
 
 def _cached(root: str, name: str, file_key: tuple[Any, ...], path: str | None) -> dict[str, Any]:
     key = [*_schema_key(), *file_key]
-    cache = os.path.join(root, ".keel", "cache", name)
+    cache = state_path(root, "cache", name)
     try:
         with open(cache, "rb") as fh:
             cached = marshal.load(fh)

@@ -6,10 +6,9 @@ need none of its machinery. A ``Frozen`` subclass lists its fields in ``__slots_
 them in ``__init__`` with ``_init``, and gets value equality, hashing, ``repr``, ``replace``
 and immutability (assigning a field raises ``AttributeError``) from here.
 
-Nothing is imported at run time: this runs on every hook call.
+Nothing is imported at run time, not even ``__future__`` (annotations that name a type only
+imported for pyright are quoted): this runs on every hook call.
 """
-
-from __future__ import annotations
 
 TYPE_CHECKING = False  # typing costs ~9 ms to import on the hook path
 if TYPE_CHECKING:
@@ -64,7 +63,7 @@ class Frozen:
         """Copy and pickle through the fields."""
         return (_rebuild, (type(self), self._values()))
 
-    def replace(self, **changes: object) -> Self:
+    def replace(self, **changes: object) -> "Self":
         """A copy with ``changes`` applied to the named fields."""
         unknown = set(changes) - set(self.__slots__)
         if unknown:

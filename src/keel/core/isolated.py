@@ -29,6 +29,8 @@ The entries:
 import os
 import sys
 
+from keel.core.root import state_path
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -96,7 +98,7 @@ def _venv_site_packages() -> "list[str]":
 def _keel_dir(root: str) -> str:
     """``chdir`` to ``ROOT/.keel`` (``/`` if that fails); ROOT as an absolute path."""
     root = os.path.abspath(root)
-    for place in (os.path.join(root, ".keel"), "/"):
+    for place in (state_path(root), "/"):
         try:
             os.chdir(place)
             break

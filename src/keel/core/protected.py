@@ -38,6 +38,7 @@ import os
 import sys
 
 from keel.core.frozen import Frozen
+from keel.core.root import CONFIG_NAME, STATE_DIR
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -77,8 +78,8 @@ _AGENT = "the next agent session reads it as its instructions"
 
 ENTRIES: tuple[Protected, ...] = (
     # keel and the agents
-    _deny("keel.toml", "keel's policy: it decides what the agent may do"),
-    _deny(".keel", "keel's state: journal, checkpoints, emergency stop, the hook daemon's socket"),
+    _deny(CONFIG_NAME, "keel's policy: it decides what the agent may do"),
+    _deny(STATE_DIR, "keel's state: journal, checkpoints, emergency stop, the hook daemon socket"),
     _deny(".claude", "Claude Code's project settings, hooks, commands and agents"),
     _deny(".codex", "Codex CLI's project config and hooks"),
     _deny(".gemini", "Gemini CLI's project settings and hooks"),

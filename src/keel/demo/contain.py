@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from keel.core.root import CONFIG_NAME
 from keel.init import init_workspace
 
 SECRET = "DEMO-SECRET-not-a-real-key"
@@ -19,7 +20,8 @@ SECRET = "DEMO-SECRET-not-a-real-key"
 
 def run(console: Console, base: Path) -> None:
     """Run a few commands through ``keel exec`` and show that only the workspace changes."""
-    from keel.sandbox.exec.contain import exec_argv, exec_backend
+    from keel.sandbox.exec.contain import exec_backend
+    from keel.sandbox.exec.line import shell_argv
 
     backend, reason = exec_backend()
     if backend is None:
@@ -38,10 +40,10 @@ def run(console: Console, base: Path) -> None:
     ]  # fmt: skip
     env = {**os.environ, "HOME": str(home), "DEMO_TOKEN": SECRET}
     table = Table("contained command", "exit", "what must hold", "held", expand=True)
-    before = (repo / "keel.toml").read_bytes()
+    before = (repo / CONFIG_NAME).read_bytes()
     for command, promise in cases:
         done = subprocess.run(
-            exec_argv(repo, ["bash", "-c", command]),
+            shell_argv(repo, command),
             cwd=repo,
             env=env,
             capture_output=True,
@@ -93,7 +95,7 @@ def _held(
         not leaked
         and not any(outside.iterdir())
         and canary.hits == 0
-        and (repo / "keel.toml").read_bytes() == keel_toml
+        and (repo / CONFIG_NAME).read_bytes() == keel_toml
     )
 
 

@@ -17,7 +17,8 @@ from rich.table import Table
 
 from keel.config import config_for
 from keel.core.calls import ToolCall, ToolResult
-from keel.journal import open_journal
+from keel.core.root import CONFIG_NAME
+from keel.journal import journal_path, open_journal
 from keel.monitor import Monitor
 
 SESSION = "demo-monitor"
@@ -28,7 +29,7 @@ def run(console: Console, base: Path) -> None:
     """Run the section under ``base``; raises ``RuntimeError`` if keel does not react."""
     root = base / "monitor-demo"
     root.mkdir(parents=True, exist_ok=True)
-    (root / "keel.toml").write_text('[gates]\nrequired = ["pytest -q"]\n', encoding="utf-8")
+    (root / CONFIG_NAME).write_text('[gates]\nrequired = ["pytest -q"]\n', encoding="utf-8")
     config = config_for(root)
     with open_journal(root) as journal:
         monitor = Monitor(config, journal=journal, session_id=SESSION, agent="demo")
@@ -41,7 +42,7 @@ def run(console: Console, base: Path) -> None:
             counts[event.kind] += 1
     console.print(
         f"Journal: {counts['diagnostic']} diagnostic and {counts['guidance']} guidance events "
-        f"in {root / '.keel' / 'journal.db'}"
+        f"in {journal_path(root)}"
     )
     order = [lvl for i, lvl in enumerate(levels) if lvl and (i == 0 or levels[i - 1] != lvl)]
     if [lvl for lvl in order if lvl in ("hint", "correct", "stop")] != ["hint", "correct", "stop"]:

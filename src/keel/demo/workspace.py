@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 
 from keel.core.errors import PatchError
+from keel.core.root import GIT_MARKER, STATE_DIR
 from keel.journal import open_journal
 from keel.workspace import Checkpoints
 from keel.workspace.patch import apply_patch
@@ -124,7 +125,7 @@ def _files(root: Path) -> dict[str, bytes]:
     return {
         p.relative_to(root).as_posix(): p.read_bytes()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and p.relative_to(root).parts[0] not in (".git", ".keel")
+        if p.is_file() and p.relative_to(root).parts[0] not in (GIT_MARKER, STATE_DIR)
     }
 
 

@@ -4,7 +4,8 @@
 ``keel policy check`` all call it. In order:
 
 1. the emergency stop (``.keel/STOP``);
-2. the policy (commands, paths, network and the enforced constraints);
+2. the guard's pre-rules (``pre_rules``, given at construction: ``keel run``'s phases), then
+   the policy (commands, paths, network and the enforced constraints);
 3. the monitor's pre-call detectors, which may turn an allow into a deny with guidance;
 4. a checkpoint before anything that can change files (writes, edits, and shell command
    lines the policy does not know to be read-only); a checkpoint that fails turns the
@@ -23,10 +24,13 @@ call that got a ``before`` one, runs the post-call detectors and returns the gui
 adapter should deliver; ``Guard.gate_finish()`` answers the gates, at most ``[gates]
 max_blocks`` times in a row.
 
-Between hook processes a session's state (the monitor's counters, open calls, gate blocks,
-numbered call ids) lives in one record of the journal's session-state table, written in the
-same transaction as the events; the resident daemon keeps the guard, and so that state, in
-memory while the record has not changed.
+Between hook processes a session's state (``keel.guard.session``: the monitor's counters,
+open calls, gate blocks, numbered call ids) lives in one record of the journal's
+session-state table, written in the same transaction as the events; the resident daemon keeps
+the guard, and so that state, in memory while the record has not changed. While a client's
+file tool acts, the workspace's contained commands are stopped (``keel.guard.freeze``). A
+shell command the hooks rewrote is read back from its ``keel exec`` line with the codec
+``keel.sandbox.exec.line``.
 
 This module is on the hook path: it imports only what the decision needs, and the journal,
 the monitor and the checkpoint store only when the guard uses them.
@@ -37,13 +41,15 @@ from __future__ import annotations
 import os
 import time
 
-from keel.core.calls import DERIVED_ID_PREFIX, ToolCall, ToolResult
+from keel.core.calls import ToolCall, ToolResult
 from keel.core.decision import Decision, Guidance
+from keel.guard.freeze import freeze_for, thaw_everything, thaw_for
+from keel.guard.session import OPEN_CALL_TTL, STATE_FORMAT, SessionState
 
 TYPE_CHECKING = False  # typing costs ~9 ms to import on the hook path
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Any
+    from typing import Any, Protocol
 
     from keel.core.events import Event, EventKind, Payload
     from keel.core.settings import Settings
@@ -52,77 +58,37 @@ if TYPE_CHECKING:
     from keel.policy import Policy
     from keel.workspace import Checkpoints
 
+    class PreRule(Protocol):
+        """A rule the guard consults before its policy (``keel run``'s phases, for one).
+
+        Rules are asked in order after the emergency stop; the first decision is the
+        policy's answer, and the rest of the pipeline (containment, the monitor, the
+        checkpoint, the journal) treats it as it treats the policy's.
+        """
+
+        def check(self, call: ToolCall, policy: Policy) -> Decision | None:
+            """The decision for ``call``, or None to leave it to the next rule and the policy.
+
+            ``policy`` is the guard's, for the facts a rule needs (``is_read_only``).
+            """
+            ...
+
+
+__all__ = [
+    "CHANGING_KINDS",
+    "INSIDE_WRAP",
+    "MAX_OUTPUT_JOURNALED",
+    "OPEN_CALL_TTL",
+    "STATE_FORMAT",
+    "Guard",
+    "SessionState",
+    "containment",
+    "left_behind",
+]
+
 CHANGING_KINDS = frozenset({"write", "edit", "exec"})
-FILE_KINDS = frozenset({"read", "write", "edit"})
-"""Calls the client carries out itself, outside the sandbox (Read, Write, Edit, patches)."""
-FREEZE_TTL = 30.0
-"""Seconds contained processes stay stopped for a file-tool call whose result never comes."""
 INSIDE_WRAP = "the whole client runs inside keel wrap"
 MAX_OUTPUT_JOURNALED = 4000
-OPEN_CALL_TTL = 86400.0
-"""Seconds a ``before`` checkpoint waits for its call's result before it is forgotten."""
-STATE_FORMAT = 1
-
-
-class SessionState:
-    """What keel remembers of one session between hook calls (one journal record)."""
-
-    __slots__ = (
-        "calls", "containment_broken", "frozen", "frozen_pids", "monitor", "open_calls", "pending",
-        "stop_blocks",
-    )  # fmt: skip
-
-    def __init__(self) -> None:
-        """An empty state: a new session."""
-        self.monitor: dict[str, Any] | None = None
-        """The monitor's state (``MonitorState.to_dict()``)."""
-        self.stop_blocks = 0
-        """Finishes blocked in a row by the gates."""
-        self.calls = 0
-        """Calls numbered so far, for clients that send no tool-use id (Gemini)."""
-        self.pending: dict[str, list[str]] = {}
-        """Numbered ids of allowed calls waiting for their result, by the derived base id."""
-        self.open_calls: dict[str, float] = {}
-        """Tool-use ids with a ``before`` checkpoint, and when it was taken."""
-        self.containment_broken: str | None = None
-        """The command a client ran outside the sandbox although keel rewrote it, if any."""
-        self.frozen: dict[str, float] = {}
-        """File-tool calls in flight while contained processes are stopped, and when each began."""
-        self.frozen_pids: list[list[int]] = []
-        """The stopped contained processes (``[pid, start]``): continued when the last file-tool
-        call in flight ends."""
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> SessionState:
-        """The state of a stored record; an unknown format starts afresh."""
-        state = cls()
-        if not data or data.get("format") != STATE_FORMAT:
-            return state
-        state.monitor = data.get("monitor")
-        state.stop_blocks = int(data.get("stop_blocks", 0))
-        state.calls = int(data.get("calls", 0))
-        state.pending = {str(k): list(v) for k, v in dict(data.get("pending", {})).items()}
-        state.open_calls = {str(k): float(v) for k, v in dict(data.get("open_calls", {})).items()}
-        broken = data.get("containment_broken")
-        state.containment_broken = str(broken) if broken else None
-        state.frozen = {str(k): float(v) for k, v in dict(data.get("frozen", {})).items()}
-        state.frozen_pids = [[int(p), int(s)] for p, s in data.get("frozen_pids", [])]
-        return state
-
-    def to_dict(self) -> dict[str, Any]:
-        """The record to store (open calls older than ``OPEN_CALL_TTL`` are dropped)."""
-        cutoff = time.time() - OPEN_CALL_TTL
-        return {
-            "format": STATE_FORMAT,
-            "monitor": self.monitor,
-            "stop_blocks": self.stop_blocks,
-            "calls": self.calls,
-            "pending": {k: v for k, v in self.pending.items() if v},
-            "open_calls": {k: v for k, v in self.open_calls.items() if v >= cutoff},
-            "containment_broken": self.containment_broken,
-            "frozen": self.frozen,
-            "frozen_pids": self.frozen_pids,
-        }
 
 
 class Guard:
@@ -143,12 +109,18 @@ class Guard:
         owns_journal: bool = True,
         state: SessionState | None = None,
         state_version: int = 0,
+        pre_rules: Sequence[PreRule] = (),
     ) -> None:
-        """A guard over ``root``; ``Guard.open`` builds one from the workspace's files."""
+        """A guard over ``root``; ``Guard.open`` builds one from the workspace's files.
+
+        ``pre_rules`` are asked before ``policy``, in order (``PreRule``).
+        """
         self.root = os.fspath(root)
         """The workspace root, as a string (``pathlib`` is not imported on the hook path)."""
         self.config = config
         self.policy = policy
+        self.pre_rules: tuple[PreRule, ...] = tuple(pre_rules)
+        """Rules asked before the policy (``keel run``'s phases); the first answer counts."""
         self.session_id = session_id
         self.agent = agent
         self.journal = journal
@@ -181,25 +153,34 @@ class Guard:
         checkpoints: bool = True,
         wait_until: float | None = None,
         inside_sandbox: bool = False,
+        config: Settings | None = None,
+        pre_rules: Sequence[PreRule] = (),
     ) -> Guard:
         """A guard over ``root`` with its config, policy, journal, monitor and checkpoints.
 
         ``journal`` is True (open the workspace's journal), False (none) or a journal to
         share; ``wait_until`` (a ``time.monotonic()`` instant) bounds waiting for its lock.
         ``inside_sandbox``: the whole client runs contained (``keel wrap``), so commands
-        are judged as contained and are not rewritten.
+        are judged as contained and are not rewritten. ``config``: the settings to use
+        instead of the workspace's keel.toml and ``preset`` (``keel run`` passes its own);
+        ``pre_rules``: rules asked before the policy (``PreRule``).
 
         Raises:
             ConfigError: keel.toml is unreadable or invalid.
             UsageError: ``preset`` is not a known preset.
         """
-        from keel.core.configview import config_view
         from keel.policy import Policy
 
-        config = config_view(os.fspath(root), preset)
+        if config is None:
+            from keel.core.configview import config_view
+
+            config = config_view(os.fspath(root), preset)
         contain, why = (True, INSIDE_WRAP) if inside_sandbox else containment(config)
         policy = Policy.from_config(config, os.fspath(root), contained=contain)
-        guard = cls(root, config, policy, session_id, agent, lazy_checkpoints=checkpoints)
+        guard = cls(
+            root, config, policy, session_id, agent, lazy_checkpoints=checkpoints,
+            pre_rules=pre_rules,
+        )  # fmt: skip
         guard.contain, guard.contain_reason = contain, why
         guard.inside_sandbox = inside_sandbox
         if journal is True:
@@ -262,10 +243,10 @@ class Guard:
         prior = self._answered(request_id)
         if prior is not None:
             return Decision.from_dict(prior["decision"])
-        call = self._numbered(call)
+        call = self.state.number(call)
         events: list[tuple[EventKind, Payload]] = []
         try:
-            self._freeze_for(call)
+            freeze_for(self.state, self.root, call, rewrite=self.rewrite)
             decision = self._decide(call, events)
         except Exception as exc:
             decision = _internal_error("could not decide this call", exc)
@@ -275,9 +256,9 @@ class Guard:
             except Exception as exc:
                 decision = _internal_error("could not take a checkpoint before this call", exc)
         if decision.allowed:
-            self._queue_numbered(call)
+            self.state.queue(call)
         else:
-            self._thaw_for(call.tool_use_id)
+            thaw_for(self.state, call.tool_use_id)
         try:
             return self._commit_decision(call, decision, events, request_id, commit_by)
         except Exception as exc:
@@ -293,7 +274,9 @@ class Guard:
                 f"emergency stop is set: {reason}",
                 "Wait for the user to run `keel resume`.",
             )
-        decision = self.policy.check_call(call)
+        decision = self._pre_rule(call)
+        if decision is None:
+            decision = self.policy.check_call(call)
         if decision.decision != "deny" and call.kind == "exec":
             decision = self._containable(decision)
         if decision.decision == "deny" or self.monitor is None:
@@ -306,6 +289,14 @@ class Guard:
                 f"monitor.{guidance.detector}", guidance.message, _advice(guidance)
             )
         return decision
+
+    def _pre_rule(self, call: ToolCall) -> Decision | None:
+        """The first decision of the guard's pre-rules, if any rule has one."""
+        for rule in self.pre_rules:
+            decision = rule.check(call, self.policy)
+            if decision is not None:
+                return decision
+        return None
 
     def _containable(self, decision: Decision) -> Decision:
         """Deny a shell command that would run uncontained where it must not."""
@@ -335,7 +326,8 @@ class Guard:
     def _checkpointing(self) -> bool:
         return self.checkpoints is not None or self.lazy_checkpoints
 
-    def _checkpointer(self) -> Checkpoints:
+    def checkpointer(self) -> Checkpoints:
+        """The checkpoint store, opened on first use (``keel run`` takes its start with it)."""
         if self.checkpoints is None:
             from pathlib import Path
 
@@ -349,7 +341,7 @@ class Guard:
     ) -> tuple[EventKind, Payload]:
         from keel.workspace.checkpoints import checkpoint_payload
 
-        cp = self._checkpointer().create(
+        cp = self.checkpointer().create(
             session_id=self.session_id,
             tool_use_id=call.tool_use_id,
             label=call.tool,
@@ -410,8 +402,8 @@ class Guard:
             return Guidance.from_dict(prior["guidance"]) if prior.get("guidance") else None
         from keel.core.events import ToolResultPayload
 
-        result = self._matched(result)
-        self._thaw_for(result.tool_use_id)
+        result = self.state.match(result)
+        thaw_for(self.state, result.tool_use_id)
         events: list[tuple[EventKind, Payload]] = []
         bypass = self._bypass(result)
         if bypass is not None:
@@ -451,49 +443,6 @@ class Guard:
             return _answered_or(exc, lambda o: _guidance_of(o), result.tool, raise_other=True)
         return guidance
 
-    def _freeze_for(self, call: ToolCall) -> None:
-        """Stop the workspace's running contained commands while a client file tool acts.
-
-        The client's file tools run outside the sandbox: a contained command left running in
-        the background could swap a directory for a symlink between this check and the
-        client's use of the path. Frozen before the check until the tool's result comes
-        (or ``FREEZE_TTL`` passes), it cannot.
-        """
-        self._thaw_stale()
-        if not self.rewrite or call.kind not in FILE_KINDS:
-            return
-        from keel.sandbox.os._registry import freeze_contained
-
-        stopped = freeze_contained(self.root)
-        if stopped:
-            self.state.frozen[call.tool_use_id or ""] = time.time()
-            known = {tuple(p) for p in self.state.frozen_pids}
-            self.state.frozen_pids += [[p, s] for p, s in stopped if (p, s) not in known]
-
-    def _thaw_for(self, tool_use_id: str | None) -> None:
-        """Let the contained commands go on once no file-tool call is in flight."""
-        if self.state.frozen.pop(tool_use_id or "", None) is not None and not self.state.frozen:
-            self._thaw_all()
-
-    def _thaw_stale(self) -> None:
-        """Continue what a file-tool call froze whose result never came (``FREEZE_TTL``)."""
-        cutoff = time.time() - FREEZE_TTL
-        for key in [k for k, ts in self.state.frozen.items() if ts < cutoff]:
-            del self.state.frozen[key]
-        if self.state.frozen_pids and not self.state.frozen:
-            self._thaw_all()
-
-    def _thaw_everything(self) -> None:
-        self.state.frozen.clear()
-        if self.state.frozen_pids:
-            self._thaw_all()
-
-    def _thaw_all(self) -> None:
-        from keel.sandbox.os._registry import thaw
-
-        pids, self.state.frozen_pids = self.state.frozen_pids, []
-        thaw([(p, s) for p, s in pids])
-
     def _bypass(self, result: ToolResult) -> tuple[EventKind, Payload] | None:
         """An ``error`` event when a shell command the hook rewrote ran as it was written.
 
@@ -502,7 +451,11 @@ class Guard:
         later shell commands are then denied.
         """
         command = result.call.command if result.call is not None else None
-        if not self.rewrite or result.kind != "exec" or not command or is_contained(command):
+        if not self.rewrite or result.kind != "exec" or not command:
+            return None
+        from keel.sandbox.exec.line import command_of
+
+        if command_of(command) is not None:
             return None
         from keel.core.events import DataPayload
 
@@ -518,7 +471,12 @@ class Guard:
         report (outside the sandbox's reach, in ``.keel/exec/reports``) is read once here.
         """
         command = result.call.command if result.call is not None else None
-        report_id = exec_report_id(command) if result.kind == "exec" and command else None
+        if result.kind != "exec" or not command or "--report" not in command:
+            return None
+        from keel.sandbox.exec.line import decode
+
+        line = decode(command)
+        report_id = line.report if line is not None else None
         if report_id is None:
             return None
         import json
@@ -544,7 +502,7 @@ class Guard:
         from keel.workspace.checkpoints import checkpoint_payload
 
         try:
-            cp = self._checkpointer().after_call(
+            cp = self.checkpointer().after_call(
                 session_id=self.session_id,
                 tool_use_id=result.tool_use_id,
                 journal=False,
@@ -575,7 +533,7 @@ class Guard:
             return prior.get("block")
         from keel.core.events import DataPayload, GatePayload
 
-        self._thaw_everything()  # the turn is over: no file tool is in flight
+        thaw_everything(self.state)  # the turn is over: no file tool is in flight
         events: list[tuple[EventKind, Payload]] = []
         allowed, why = True, "no monitor"
         if self.monitor is not None:
@@ -616,7 +574,7 @@ class Guard:
         """Journal a free-form event (session start/end, prompt, plan)."""
         if self._answered(request_id) is not None:
             return
-        self._thaw_everything()  # a new prompt or the session's end: no file tool is in flight
+        thaw_everything(self.state)  # a new prompt or the session's end: no file tool is in flight
         from keel.core.events import DataPayload
 
         try:
@@ -652,7 +610,7 @@ class Guard:
             lines.append(f"Current guidance ({latest.level}): {latest.message}")
         return "\n".join(lines)
 
-    # -- ids --------------------------------------------------------------------------------
+    # -- span ids ---------------------------------------------------------------------------
 
     def _call_span(self, tool_use_id: str | None) -> str:
         """The call's span id, derived from its tool-use id.
@@ -663,31 +621,6 @@ class Guard:
             return os.urandom(8).hex()
         key = f"{self.session_id}\0{tool_use_id}".encode("utf-8", "replace")
         return _sha256(b"span\0" + key)[:16]
-
-    def _numbered(self, call: ToolCall) -> ToolCall:
-        """A unique id for a call whose client sends none (Gemini), numbered per session."""
-        if not (call.tool_use_id or "").startswith(DERIVED_ID_PREFIX):
-            return call
-        self.state.calls += 1
-        return call.replace(tool_use_id=f"{call.tool_use_id}-{self.state.calls}")
-
-    def _queue_numbered(self, call: ToolCall) -> None:
-        """Queue an allowed numbered call for its result, which arrives with the base id."""
-        numbered = call.tool_use_id or ""
-        if numbered.startswith(DERIVED_ID_PREFIX) and "-" in numbered[len(DERIVED_ID_PREFIX) :]:
-            base = numbered.rsplit("-", 1)[0]
-            self.state.pending.setdefault(base, []).append(numbered)
-
-    def _matched(self, result: ToolResult) -> ToolResult:
-        """The id the matching before-tool call got (first in, first out)."""
-        base = result.tool_use_id or ""
-        queue = self.state.pending.get(base) if base.startswith(DERIVED_ID_PREFIX) else None
-        if not queue:
-            return result
-        found = queue.pop(0)
-        if not queue:
-            del self.state.pending[base]
-        return result.replace(tool_use_id=found)
 
     # -- journaling -----------------------------------------------------------------------
 
@@ -764,80 +697,15 @@ def containment(config: Settings) -> tuple[bool, str]:
     return (backend is not None), reason
 
 
-def contained_command(
-    root: str, command: str, *, timeout: float | None = None, report: str | None = None
-) -> str:
-    """The shell line that runs ``command`` (a shell line) inside ``keel exec``.
-
-    It runs where the client's shell is (``keel exec`` keeps a working directory inside the
-    workspace), under ``bash -c`` as the client would have run it. With ``report`` (hex),
-    ``keel exec`` writes what the run left behind where ``observe`` reads it
-    (``exec_report_id``).
-    """
-    import shlex
-
-    from keel.sandbox.exec.contain import exec_argv
-
-    argv = exec_argv(root, ["bash", "-c", command], timeout=timeout, report=report)
-    return shlex.join(argv)
-
-
-def is_contained(command: str) -> bool:
-    """True if ``command`` is a ``keel exec`` line as ``contained_command`` makes it."""
-    return uncontained(command) is not None
-
-
-def uncontained(command: str) -> str | None:
-    """The original command of a ``contained_command`` line, or None for any other line."""
-    parts = _exec_line(command)
-    if parts is None:
-        return None
-    rest = parts[1]
-    return rest[2] if len(rest) == 3 and rest[:2] == ["bash", "-c"] else None
-
-
-def exec_report_id(command: str) -> str | None:
-    """The ``--report ID`` of a ``contained_command`` line, if it has one."""
-    parts = _exec_line(command) if "--report" in command else None
-    options = parts[0] if parts is not None else []
-    at = options.index("--report") if "--report" in options else -1
-    return options[at + 1] if 0 <= at < len(options) - 1 else None
-
-
-def _exec_line(command: str) -> tuple[list[str], list[str]] | None:
-    """``(keel exec's options, the command)`` of a ``contained_command`` line, else None.
-
-    The line keel wrote before issue 22 (``python -S <keel>/sandbox/_launch.py exec ...``)
-    counts too. Only a call answered by the keel of before an upgrade carries one; it is no
-    sign that the client ran a command outside the sandbox (the client ran what keel said,
-    and with that launcher gone it cannot even start), and it must not lock the session.
-    """
-    import shlex
-
-    from keel.sandbox.exec.contain import LAUNCHER
-
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return None
-    before = os.path.join(os.path.dirname(LAUNCHER), "sandbox", "_launch.py")
-    if words[1:5] == ["-I", "-S", LAUNCHER, "exec"]:
-        rest = words[5:]
-    elif words[1:4] == ["-S", before, "exec"]:
-        rest = words[4:]
-    else:
-        return None
-    if "--" not in rest:
-        return rest, []
-    at = rest.index("--")
-    return rest[:at], rest[at + 1 :]
-
-
 def _as_written(result: ToolResult) -> ToolResult:
     """``result`` with its call's command as the agent wrote it, not its ``keel exec`` line."""
     call = result.call
-    original = uncontained(call.command) if call is not None and call.command else None
-    if call is None or original is None:
+    if call is None or not call.command:
+        return result
+    from keel.sandbox.exec.line import command_of
+
+    original = command_of(call.command)
+    if original is None:
         return result
     args = {**call.args, "command": original} if "command" in call.args else call.args
     return result.replace(call=call.replace(command=original, args=args))

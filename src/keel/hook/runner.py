@@ -38,12 +38,13 @@ from keel.core.calls import ToolCall, ToolResult
 from keel.core.decision import Decision, Guidance
 from keel.core.errors import KeelError
 from keel.core.events import EventKind
+from keel.core.root import ensure_state_dir, hook_root
 from keel.hook.dialects import Dialect, HookReply, dialect_for
-from keel.hook.main import BLOCK, HOOK_TIMEOUT, STATE_DIR, HookArgs, hook_root
 from keel.hook.protocol import HookInput, parse_hook_input
 from keel.hook.tools import to_tool_call, to_tool_result
+from keel.hook.wire import BLOCK, HookArgs
 
-__all__ = ["HOOK_TIMEOUT", "GuardFactory", "GuardLike", "HookOptions", "answer", "run_hook"]
+__all__ = ["GuardFactory", "GuardLike", "HookOptions", "answer", "run_hook"]
 
 COMMIT_MARGIN = 0.25
 """Seconds before the deadline by which everything a call journals is committed."""
@@ -153,7 +154,7 @@ def answer(
 ) -> tuple[int, bytes, bytes]:
     """One hook call in process: ``(exit code, stdout, stderr)``; never raises."""
     options = HookOptions(deadline_at, args.fail_open, request_id)
-    where = Path(root or hook_root(args.agent, args.workspace, env))  # pyright: ignore[reportArgumentType]
+    where = Path(root or hook_root(args.agent, args.workspace, env))
     reply = run_hook(
         args.agent, args.event, data, where, options=options, guard_factory=guard_factory
     )
@@ -230,9 +231,9 @@ def _dispatch(
             call = to_tool_call(inp)
             decision = guard.decide(call, request_id=rid, commit_by=by)
             if guard.rewrite and call.kind == "exec" and decision.decision != "deny":
-                from keel.guard import contained_command
+                from keel.sandbox.exec.line import encode
 
-                line = contained_command(
+                line = encode(
                     guard.root, call.command or "", timeout=_timeout(inp), report=_report_id()
                 )
                 return dialect.contained(inp, decision, line)
@@ -328,8 +329,7 @@ def _log_failure(
 ) -> None:
     """Append the failure to ``.keel/hook-errors.jsonl``: cheap, and works when SQLite hangs."""
     try:
-        base = root / STATE_DIR
-        base.mkdir(parents=True, exist_ok=True)
+        base = ensure_state_dir(root)
         line = json.dumps(
             {
                 "ts": time.time(),

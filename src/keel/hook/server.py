@@ -1,6 +1,6 @@
 """``keel hookd``: answers the hook calls of one workspace with everything already loaded.
 
-Started on demand by a hook (``keel.hook.main.spawn``: ``python -I -S <keel>/_launch.py hookd
+Started on demand by a hook (``keel.hook.relay.spawn``: ``python -I -S <keel>/_launch.py hookd
 ROOT``, isolated from the workspace, its directory ``ROOT/.keel`` before anything is imported;
 ``-I`` keeps the directory a request is answered in off ``sys.path`` too), it holds
 ``<root>/.keel/hookd.lock`` (a second daemon exits at once), listens on
@@ -34,15 +34,19 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from keel.hook.main import (
+from keel.core.root import CONFIG_NAME, ensure_state_dir, state_dir
+from keel.hook.main import parse_hook_args
+from keel.hook.relay import process_start, read_record
+from keel.hook.wire import (
+    BLOCK,
     LOCK_NAME,
-    MAGIC,
     PID_NAME,
     SOCKET_NAME,
+    Request,
     netstrings,
     parse_netstrings,
-    process_start,
-    read_record,
+    parse_request,
+    reply_fields,
 )
 
 if TYPE_CHECKING:
@@ -61,13 +65,13 @@ _WORK = threading.Lock()
 
 def socket_path(root: Path) -> Path:
     """Where the daemon of ``root`` listens."""
-    return root / ".keel" / SOCKET_NAME
+    return state_dir(root) / SOCKET_NAME
 
 
 def daemon_running(root: Path) -> bool:
     """True if this user's recorded daemon of ``root`` is alive and its socket accepts."""
     root = root.resolve()
-    if read_record(str(root / ".keel")) is None:
+    if read_record(str(state_dir(root))) is None:
         return False
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -90,7 +94,7 @@ def stop_daemon(root: Path, *, wait: float = 1.0) -> bool:
     import signal
 
     root = root.resolve()
-    record = read_record(str(root / ".keel"))
+    record = read_record(str(state_dir(root)))
     removed = False
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
         socket_path(root).unlink()
@@ -112,8 +116,7 @@ def stop_daemon(root: Path, *, wait: float = 1.0) -> bool:
 def serve(root: Path, *, idle: float = DEFAULT_IDLE, ready: threading.Event | None = None) -> int:
     """Serve hook calls for ``root`` until idle; 0 also when another daemon already serves."""
     root = root.resolve()
-    keel_dir = root / ".keel"
-    keel_dir.mkdir(parents=True, exist_ok=True)
+    keel_dir = ensure_state_dir(root)
     lock_fd = os.open(keel_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -238,7 +241,7 @@ class _Guards:
 def _config_stamp(root: Path) -> tuple[object, ...] | None:
     """What keel.toml looks like on disk; a change rebuilds the session's guard."""
     try:
-        st = os.stat(root / "keel.toml")
+        st = os.stat(root / CONFIG_NAME)
     except OSError:
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -348,43 +351,22 @@ def _receive(conn: socket.socket) -> list[bytes] | None:
     return parse_netstrings(b"".join(chunks))
 
 
-class Request:
-    """One relayed hook call."""
-
-    __slots__ = ("argv", "cwd", "data", "env", "reply_by", "request_id", "root", "version")
-
-    def __init__(
-        self,
-        version: str,
-        root: str,
-        cwd: str,
-        request_id: str,
-        reply_by: float,
-        argv: list[str],
-        env: dict[str, str],
-        data: bytes,
-    ) -> None:
-        self.version, self.root, self.cwd = version, root, cwd
-        self.request_id, self.reply_by = request_id, reply_by
-        self.argv, self.env, self.data = argv, env, data
-
-
 def _respond(fields: list[bytes], state: _State) -> list[bytes]:
+    """The reply's fields to a request's: the answer, or ``retry`` (decide in process)."""
     from keel import __version__
 
-    retry = [MAGIC, b"retry"]
     request = parse_request(fields)
     if request is None:
-        return retry
+        return reply_fields(None)
     if request.version != __version__ or _code_changed():
         state.stop = True  # keel was upgraded or edited: the next hook starts a current daemon
-        return retry
+        return reply_fields(None)
     if Path(request.root).resolve() != state.guards.root or time.monotonic() >= request.reply_by:
-        return retry
-    code, out, err = _answer(request, state)
+        return reply_fields(None)
+    reply = _answer(request, state)
     if _stray_work():
         state.stop = True  # a call overran its deadline and still runs: never run beside it
-    return [MAGIC, b"ok", str(code).encode(), out, err]
+    return reply_fields(reply)
 
 
 def _stray_work() -> bool:
@@ -416,33 +398,8 @@ def _code_changed() -> bool:
     return False
 
 
-def parse_request(fields: list[bytes]) -> Request | None:
-    """The request in a relay's netstrings, or None when they are not one."""
-    try:
-        if fields[0] != MAGIC:
-            return None
-        version, root, cwd = fields[1].decode(), os.fsdecode(fields[2]), os.fsdecode(fields[3])
-        request_id, reply_by = fields[4].decode("ascii"), float(fields[5])
-        argc = int(fields[6])
-        argv = [os.fsdecode(a) for a in fields[7 : 7 + argc]]
-        envc = int(fields[7 + argc])
-        pairs = fields[8 + argc : 8 + argc + envc]
-        data = fields[8 + argc + envc]
-        if len(fields) != 9 + argc + envc or len(argv) != argc or not request_id.isalnum():
-            return None
-    except (IndexError, ValueError, UnicodeDecodeError):
-        return None
-    env: dict[str, str] = {}
-    for pair in pairs:
-        key, eq, value = pair.partition(b"=")
-        if eq:
-            env[os.fsdecode(key)] = os.fsdecode(value)
-    return Request(version, root, cwd, request_id, reply_by, argv, env, data)
-
-
 def _answer(request: Request, state: _State) -> tuple[int, bytes, bytes]:
     """Run the in-process hook with the request's environment and directory, one at a time."""
-    from keel.hook.main import BLOCK, parse_hook_args
     from keel.hook.runner import answer
 
     with _WORK:

@@ -267,9 +267,9 @@ class _SessionTrace:
                 "gen_ai.security.policy.id": decision.rule,
                 "gen_ai.security.decision.reason": decision.reason,
                 "langfuse.observation.type": "guardrail",
-                "keel.core.decision": decision.decision,
-                "keel.core.decision.suggestion": decision.suggestion,
-                "keel.core.decision.subject": decision.subject,
+                "keel.decision": decision.decision,
+                "keel.decision.suggestion": decision.suggestion,
+                "keel.decision.subject": decision.subject,
             },
         )
 
@@ -321,7 +321,7 @@ def _summary_attrs(event: Event) -> dict[str, Any]:
     payload = event.payload
     match payload:
         case StopPayload():
-            return {"keel.core.stop.reason": payload.reason, "keel.core.stop.by": payload.by}
+            return {"keel.stop.reason": payload.reason, "keel.stop.by": payload.by}
         case CheckpointPayload():
             return {
                 "keel.checkpoint.id": payload.checkpoint_id,

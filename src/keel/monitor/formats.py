@@ -42,6 +42,7 @@ from keel.core.calls import ToolKind, tool_kind
 from keel.core.errors import KeelError, PayloadError, UserError
 from keel.core.events import DataPayload, Event, EventKind, ToolCallPayload, ToolResultPayload
 from keel.core.patchtext import patch_paths
+from keel.core.root import STATE_DIR
 from keel.monitor._text import relative_to
 
 ScanFormat = Literal["keel", "claude", "codex", "mini-swe-agent", "swe-agent"]
@@ -343,14 +344,14 @@ def _keel(path: Path) -> list[Event]:
 
 
 def _keel_db(path: Path) -> list[Event]:
-    from keel.journal import open_journal
+    from keel.journal import journal_path, open_journal
 
     root = path if path.is_dir() else path.parent.parent
-    if not path.is_dir() and path.parent.name != ".keel":
+    if not path.is_dir() and path.parent.name != STATE_DIR:
         raise UserError(
             f"{path}: a journal database must sit in <workspace>/.keel/", code="monitor.read"
         )
-    if not (root / ".keel" / "journal.db").is_file():
+    if not journal_path(root).is_file():
         raise UserError(f"{root}: no .keel/journal.db here", code="monitor.read")
     with open_journal(root) as journal:
         return list(journal.events())

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from keel.config import KeelConfig
+from keel.core.root import GIT_MARKER, STATE_DIR
 from keel.models._client import ModelClient
 from keel.models._prompts import PromptTemplate, load_prompt
 from keel.models._spec import sampling_of
@@ -51,7 +52,7 @@ LISTING_CAP = 60
 """Workspace names shown to the model."""
 LISTING_SCAN = 5000
 """Directory entries looked at, at most, to pick them."""
-SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".keel", "node_modules", "__pycache__", ".venv",
+SKIP_DIRS = frozenset({GIT_MARKER, ".hg", ".svn", STATE_DIR, "node_modules", "__pycache__", ".venv",
                        "venv", ".tox", ".mypy_cache", ".pytest_cache", ".ruff_cache"})  # fmt: skip
 SUBMIT_TOOL = "submit_plan"
 CONDITION_OPS: tuple[str, ...] = get_args(ConditionOp)

@@ -20,20 +20,36 @@ at any depth), ``path.created_in_line`` (a write through a path the same line cr
 
 A policy is *contained* when every command it allows runs inside ``keel exec``
 (``Policy.for_root(..., contained=True)``); see ``keel.policy._core`` for what that changes.
+
+Besides ``Policy``, the package exports the facts other layers share with it, so that none of
+them reaches into its private modules: ``GlobSet`` and ``glob_to_regex`` (the gitignore-style
+globs of ``[sandbox] read_only`` and the protected paths) and ``port_allowed`` (which ports a
+``network_allow`` entry allows; ``keel wrap``'s proxy applies the same rule).
 """
 
 from __future__ import annotations
 
 TYPE_CHECKING = False  # typing costs 3 ms to import on the hook path
 if TYPE_CHECKING:
+    from keel.policy._judge_net import port_allowed
+    from keel.policy._paths import GlobSet, glob_to_regex
     from keel.policy._policy import Policy, patch_paths
 
-__all__ = ["Policy", "patch_paths"]
+__all__ = ["GlobSet", "Policy", "glob_to_regex", "patch_paths", "port_allowed"]
+
+_WHERE = {
+    "Policy": "_policy",
+    "patch_paths": "_policy",
+    "GlobSet": "_paths",
+    "glob_to_regex": "_paths",
+    "port_allowed": "_judge_net",
+}
+"""The private module each export lives in, imported on first access."""
 
 
 def __getattr__(name: str) -> object:
-    if name in ("Policy", "patch_paths"):
-        from keel.policy import _policy
-
-        return getattr(_policy, name)
-    raise AttributeError(f"module 'keel.policy' has no attribute {name!r}")
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'keel.policy' has no attribute {name!r}")
+    module = __import__(f"keel.policy.{where}", fromlist=[name])
+    return getattr(module, name)

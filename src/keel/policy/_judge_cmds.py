@@ -18,6 +18,7 @@ import os
 import re
 
 from keel.policy import _env
+from keel.policy._git import git_subcommand
 from keel.policy._judge_paths import PathRules
 from keel.policy._match import GLOB_CHARS, Argv, Loose, match_prefix, matches
 from keel.policy._paths import DEVICES_WRITE, absolute_forms, expand_home, inside
@@ -27,7 +28,6 @@ from keel.policy._rules import (
     NO_PATH_ARGS,
     PATTERN_FIRST,
     READERS,
-    git_subcommand,
     git_writes,
     hosts,
     interpreter_code,
@@ -44,8 +44,9 @@ from keel.policy._rules import (
     writes,
 )
 from keel.policy._ruling import NO_VERDICT, Ruling, allow, deny, worst
+from keel.policy._sed import sed_script
 from keel.policy._shell import SHELLS, Cmd, Parsed, parse, subscript_is_safe
-from keel.policy._tools import hidden_programs, sed_script
+from keel.policy._tools import hidden_programs
 from keel.policy._url import is_url, url_host_ports
 
 TYPE_CHECKING = False  # typing costs ~9 ms to import on the hook path

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import re
 
+from keel.core.root import STATE_DIR
+from keel.policy._git import GIT_GLOBAL_FLAGS, GIT_GLOBAL_VALUES, git_subcommand
+from keel.policy._sed import sed_script
 from keel.policy._shell import SHELLS, STD_BIN, Cmd
 from keel.policy._url import (
     BAD,
@@ -208,23 +211,6 @@ def normalise(name: str) -> str:
     return name
 
 
-_GIT_GLOBAL_FLAGS = frozenset(
-    {
-        "--no-pager",
-        "-P",
-        "--paginate",
-        "--no-replace-objects",
-        "--literal-pathspecs",
-        "--no-optional-locks",
-    }
-)
-GIT_GLOBAL_VALUES = frozenset(
-    {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--config-env",
-     "--shallow-file", "--attr-source"}
-)  # fmt: skip
-"""git's options before the subcommand that take the next word as their value (git.c reads
-them exactly, never abbreviated; ``--exec-path`` and ``--list-cmds`` take theirs only after
-``=``; ``--attr-source`` is newer than git 2.39, which refuses it)."""
 _PY_FLAGS = frozenset({"-u", "-B", "-O", "-OO", "-I", "-E", "-s", "-S", "-q", "-b", "-bb"})
 
 
@@ -234,7 +220,7 @@ def match_args(name: str, args: list[str | None]) -> list[str | None]:
     i = 0
     while i < len(args):
         a = args[i]
-        if name == "git" and a in _GIT_GLOBAL_FLAGS:
+        if name == "git" and a in GIT_GLOBAL_FLAGS:
             i += 1
         elif name == "git" and a == "-C" and not out:
             i += 2
@@ -373,21 +359,6 @@ def _code_risks(cmd: Cmd, name: str, args: list[str | None]) -> list[Risk]:
     return []
 
 
-def git_subcommand(args: list[str | None]) -> tuple[str | None, list[str | None]]:
-    """The git subcommand and its arguments, skipping global options."""
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a in GIT_GLOBAL_VALUES:
-            i += 2
-            continue
-        if a is not None and a.startswith("-"):
-            i += 1
-            continue
-        return a, args[i + 1 :]
-    return None, []
-
-
 _GIT_VALUES: dict[str, frozenset[str]] = {
     "clone": frozenset(
         {"-j", "--jobs", "--template", "--reference", "--reference-if-able", "-o", "--origin",
@@ -522,7 +493,7 @@ def _git_risks(name: str, args: list[str | None]) -> list[Risk]:
         return [
             (
                 "risk.git_clean",
-                "git clean -fdx deletes untracked and ignored files (.keel/ among them)",
+                f"git clean -fdx deletes untracked and ignored files ({STATE_DIR}/ among them)",
                 "delete the specific files you mean, or run git clean -n first",
             )
         ]
@@ -530,7 +501,7 @@ def _git_risks(name: str, args: list[str | None]) -> list[Risk]:
         return [
             (
                 "risk.git_stash_all",
-                "git stash --all stashes and removes ignored files: .keel/ with the journal",
+                f"git stash --all stashes and removes ignored files: {STATE_DIR}/ with the journal",
                 "use git stash (tracked changes only)",
             )
         ]
@@ -768,8 +739,6 @@ def _sed_writes(args: list[str | None]) -> list[str | None]:
         for a in args
     )
     out: list[str | None] = []
-    from keel.policy._tools import sed_script
-
     for script in sed_scripts(args):
         if script is None:
             out.append(None)

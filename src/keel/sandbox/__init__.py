@@ -4,9 +4,9 @@ One protocol, ``Sandbox``, with a backend per isolation technique, chosen by pro
 process (``detect``) and never silently downgraded:
 
 1. ``bwrap``: bubblewrap as an unprivileged uid, with seccomp, rlimits, a pid namespace, no
-   network and a wall-clock timeout (see ``_bwrap``);
+   network and a wall-clock timeout (see ``probe._bwrap``);
 2. ``landlock``: Landlock plus seccomp and rlimits where user namespaces are blocked (see
-   ``_landlock`` for its documented gaps);
+   ``probe._landlock`` for its documented gaps);
 3. otherwise ``get_sandbox`` refuses with ``SandboxError`` (``sandbox.unavailable``), unless
    the caller passes ``unsafe=True`` (``--unsafe-no-sandbox``), which gives ``none-unsafe``.
 
@@ -16,11 +16,12 @@ follows a symlink. ``keel.sandbox.probe.testing.FunctionSandbox`` is the test do
 ``keel exec`` (``run_contained``, ``exec_argv``, ``kill_contained``; see ``contain``) is the
 other form of the seam: a command run in place in the workspace as the invoking user, contained
 by mounts, seccomp and a proxy instead of a scratch copy.
+
+The subpackages: ``os`` (kernel mechanisms: seccomp, Landlock, processes, the run registry; no
+policy), ``probe`` (the probe backends), ``exec`` (``keel exec``) and ``wrap`` (``keel wrap``).
 """
 
 from __future__ import annotations
-
-from importlib import import_module
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import, and `keel exec` imports this package
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ _WHERE = {
 def __getattr__(name: str) -> Any:
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"keel.sandbox.{_WHERE.get(name, 'probe._types')}"), name)
+    module = __import__(f"keel.sandbox.{_WHERE.get(name, 'probe._types')}", fromlist=[name])
+    value = getattr(module, name)
     globals()[name] = value
     return value

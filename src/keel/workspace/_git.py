@@ -32,6 +32,7 @@ from pathlib import Path
 from keel.core import gitsafe
 from keel.core.errors import WorkspaceError
 from keel.core.files import write_atomic
+from keel.core.root import STATE_DIR
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "keel",
@@ -62,7 +63,7 @@ _REPO_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
 
 EXCLUDES = (
     "# written by keel: never snapshot keel's own state or its in-flight files\n"
-    "/.keel/\n.keel-txn-*/\n.*.keel-tmp-*\n.*.keel-bak-*\n"
+    f"/{STATE_DIR}/\n.keel-txn-*/\n.*.keel-tmp-*\n.*.keel-bak-*\n"
 )
 
 

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from keel.core.files import write_atomic
+from keel.core.root import GIT_MARKER, STATE_DIR
 
 RACY_NS = 100_000_000
-SKIP_NAMES = frozenset({".git", ".keel"})
+SKIP_NAMES = frozenset({GIT_MARKER, STATE_DIR})
 StatKey = tuple[int, int, int]
 
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from keel.core.errors import KeelError, PatchError
 from keel.core.events import CheckpointPayload, Event
+from keel.core.root import GIT_MARKER, STATE_DIR
 from keel.workspace._atomic import FileTransaction
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ FileAction = Literal["add", "update", "delete", "move"]
 PathOp = Literal["read", "write", "edit"]
 
 MANUAL_SESSION = "manual"
-FORBIDDEN_PARTS = frozenset({".git", ".keel"})
+FORBIDDEN_PARTS = frozenset({GIT_MARKER, STATE_DIR})
 _HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 # git's C-style quoting (quote.c): \\ \" \a \b \f \n \r \t \v and three-digit octal bytes.
 _C_QUOTED_RE = re.compile(r'"((?:[^"\\]|\\[0-3][0-7]{2}|\\[abfnrtv"\\])*)"')

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import select
 
+from keel.core.root import STATE_DIR
 from keel.sandbox.exec._control import Scan
 from keel.sandbox.exec._view import View, etc_mirror
 from keel.sandbox.os import _quiet
@@ -101,7 +102,7 @@ def user_mounts(
         m.add("rw", f"{root}/{rel}", ["--bind-fd", str(fd), f"{root}/{rel}"], fd)
     for rel, fd in scan.fds.items():
         dest = f"{root}/{rel}"
-        if rel == ".keel":
+        if rel == STATE_DIR:
             m.add("tmpfs", dest, ["--size", "4096", "--tmpfs", dest, "--remount-ro", dest])
         else:
             m.add("ro", dest, ["--ro-bind-fd", str(fd), dest], fd)

@@ -40,7 +40,9 @@ import time
 
 from keel.core.frozen import Frozen
 from keel.core.protected import GIT_DIR, NameTable
+from keel.core.root import STATE_DIR
 from keel.sandbox.os import _quiet
+from keel.sandbox.os._registry import EXEC_DIR
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -64,7 +66,7 @@ PRUNED = frozenset(
     }
 )
 """Directories the walk does not enter: large, rebuilt by tools, never read for configuration."""
-QUARANTINE = ".keel/quarantine"
+QUARANTINE = f"{STATE_DIR}/quarantine"
 SNAPSHOT_FILE_CAP = 4 << 20
 SNAPSHOT_TOTAL_CAP = 64 << 20
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -469,7 +471,7 @@ def _make_dirs(fd: int, parts: list[str]) -> int:
     return current
 
 
-REPORTS: str = ".keel/exec/reports"
+REPORTS: str = f"{EXEC_DIR}/reports"
 
 
 def is_report_id(text: str) -> bool:
@@ -550,7 +552,7 @@ def snapshot(root: str, scan: Scan) -> Snapshot:
     root_fd = os.open(root, _DIR)
     try:
         for rel in sorted(scan.controls):
-            if rel == ".keel":
+            if rel == STATE_DIR:
                 continue
             parts = rel.split("/")
             with _opened_parent(root_fd, parts[:-1]) as parent:
@@ -643,7 +645,7 @@ def _put_back(root_fd: int, rel: str, item: tuple[int, bytes | str | None]) -> N
 def _glob_matcher(globs: tuple[str, ...]) -> Callable[[str], bool] | None:
     if not globs:
         return None
-    from keel.policy._paths import GlobSet
+    from keel.policy import GlobSet
 
     matcher = GlobSet(globs)
     return lambda rel: matcher.match(rel) is not None

@@ -20,8 +20,9 @@ import os
 import stat
 
 from keel.sandbox.exec._control import PRUNED
+from keel.sandbox.os._registry import EXEC_DIR
 
-CACHE = ".keel/exec/gitlinks"
+CACHE = f"{EXEC_DIR}/gitlinks"
 """The index's identity on the first line, then one gitlink path a line (no ``json`` here:
 ``keel exec`` reads it on every run and imports nothing heavy)."""
 WALK_CAP = 4096

@@ -42,19 +42,22 @@ import shutil
 import subprocess
 import tempfile
 
+from keel.core.root import STATE_DIR
 from keel.sandbox.exec import _control
-from keel.sandbox.exec._exec import (
+from keel.sandbox.exec._context import (
+    PROXY_LOG,
     Context,
     ExecRefused,
+    Limits,
     Outcome,
-    _build_view,
-    _env,
-    _limits,
-    _planted_submodules,
-    _stop_proxy,
+    environment,
+    planted_submodules,
     report_prompts,
     report_quarantine,
     report_restored,
+    stop_proxy,
+    unchecked,
+    view_for,
     write_report,
 )
 from keel.sandbox.os import _quiet
@@ -96,7 +99,7 @@ def run_landlock(ctx: Context) -> Outcome:
     if ctx.network and not network:
         ctx.say("network off: Landlock ABI < 4 cannot confine TCP to the proxy")
     try:
-        view = _build_view(ctx)
+        view = view_for(ctx)
         port = None
         if network:
             proxy, port = _start_proxy_tcp(ctx, outcome)
@@ -109,7 +112,7 @@ def run_landlock(ctx: Context) -> Outcome:
     except OSError as exc:
         raise ExecRefused(f"cannot set up the Landlock sandbox: {exc}", "sandbox.setup") from exc
     finally:
-        _stop_proxy(proxy, None)
+        stop_proxy(proxy, None)
         shutil.rmtree(private, ignore_errors=True)
         _after(ctx, outcome, scan, before)
     return outcome
@@ -118,7 +121,7 @@ def run_landlock(ctx: Context) -> Outcome:
 def _start_proxy_tcp(ctx: Context, outcome: Outcome) -> tuple[Proxy, int]:
     from keel.sandbox.exec._proxy import Proxy, policy_check
 
-    proxy = Proxy(policy_check(ctx.root), os.path.join(ctx.root, ".keel", "exec", "proxy.log"))
+    proxy = Proxy(policy_check(ctx.root), os.path.join(ctx.root, PROXY_LOG))
     port = proxy.listen_tcp()
     outcome.connections = proxy.decisions
     return proxy, port
@@ -133,7 +136,7 @@ def _landlock_env(ctx: Context, view: View, private: str, port: int | None) -> d
     tmp = os.path.join(private, "tmp")
     os.mkdir(home, 0o700)
     os.mkdir(tmp, 0o700)
-    env = _env(ctx, home, tmp, f"http://127.0.0.1:{port}")
+    env = environment(ctx, home, tmp, f"http://127.0.0.1:{port}")
     for path, content in view.git_configs:
         copy = os.path.join(home, os.path.relpath(path, view.home))
         os.makedirs(os.path.dirname(copy), mode=0o700, exist_ok=True)
@@ -174,7 +177,7 @@ def _root_children(root: str, scan: _control.Scan) -> tuple[list[str], list[str]
     with os.scandir(root) as entries:
         names = sorted(e.name for e in entries)
     writable = [os.path.join(root, n) for n in names if n not in protected]
-    readable = [os.path.join(root, n) for n in names if n in protected and n != ".keel"]
+    readable = [os.path.join(root, n) for n in names if n in protected and n != STATE_DIR]
     return writable, readable
 
 
@@ -205,14 +208,14 @@ def _split(tree: str, masks: list[str]) -> list[str]:
 def _spawn_and_wait(
     ctx: Context, outcome: Outcome, env: dict[str, str], ruleset: Ruleset, network: bool
 ) -> None:
+    from keel.sandbox.os._process import become_subreaper
     from keel.sandbox.os._registry import start_time
-    from keel.sandbox.probe._common import become_subreaper
 
     become_subreaper()
     profile = "exec-landlock" if network else "exec-landlock-nonet"
     blob = cached_blob(profile + ("-root" if os.geteuid() == 0 else ""), ctx.state_dir)  # pyright: ignore[reportArgumentType]
     filt = PreparedFilter(blob)
-    with _limits(ctx.sandbox):
+    with Limits(ctx.sandbox):
         proc = subprocess.Popen(
             ctx.command,
             env=env,
@@ -286,14 +289,13 @@ def _after(ctx: Context, outcome: Outcome, scan: _control.Scan, before: _control
     try:
         changed, after = _changed(ctx, scan, before)
     except OSError as exc:  # fail closed: an unchecked run does not count as a clean one
-        outcome.unchecked = True
-        ctx.say(f"could not check the workspace for planted control files: {exc}")
+        unchecked(ctx, outcome, exc)
         write_report(ctx, outcome)
         return
     outcome.restored = [r for r in changed if r in before.items]
     fresh = [r for r in changed if r not in before.items]
     tops = [r for r in fresh if not any(r.startswith(f"{t}/") for t in fresh)]  # moved by restore
-    planted = _planted_submodules(ctx)
+    planted = planted_submodules(ctx)
     outcome.quarantined = [*tops, *_control.quarantine(ctx.root, planted, ctx.stamp)]
     report_restored(ctx, outcome.restored)
     report_quarantine(ctx, [*tops, *planted], outcome.quarantined)

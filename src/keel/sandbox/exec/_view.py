@@ -175,7 +175,7 @@ def build_view(
     configured = [_home_entry(e, home, state_dir) for e in home_read_only]
     roots = [*_toolchains(path, home), *_path_prefixes(path, home), *extra_read_only]
     ro = _minimal([*configured, *(r for r in roots if _bindable(r, home, state_dir))])
-    ro = [r for r in ro if not any(_within(r, w) for w in rw)]
+    ro = [r for r in ro if not any(within(r, w) for w in rw)]
     masks = tuple(m for r in ro for m in _secrets_in(r, home, state_dir))
     return View(_etc(), home, tuple(ro), rw, masks, _git_configs(home))
 
@@ -184,19 +184,19 @@ def secret_of(path: str, home: str) -> str | None:
     """The secret (absolute) that ``path`` is, holds or sits in; ``None`` if there is none."""
     for rel in HOME_SECRETS:
         secret = os.path.join(home, rel)
-        if _within(path, secret) or _within(secret, path):
+        if within(path, secret) or within(secret, path):
             return secret
     return None
 
 
 def _check_workspace(root: str, home: str, state_dir: str) -> None:
-    if _within(home, root):
+    if within(home, root):
         raise ViewError(
             f"the workspace {root} is or holds your home directory: contain a project "
             "directory instead",
             "sandbox.workspace",
         )
-    if _within(state_dir, root):
+    if within(state_dir, root):
         raise ViewError(
             f"keel's state directory {state_dir} is inside the workspace {root}: set "
             "KEEL_STATE_DIR elsewhere",
@@ -213,20 +213,20 @@ def _writable(paths: Iterable[str], home: str, root: str, state_dir: str) -> lis
         full = os.path.realpath(_expand(raw, home))
         if not os.path.isdir(full) and not os.path.isfile(full):
             continue  # documented: a missing writable path is skipped
-        if full == "/" or any(_within(full, t) for t in NEVER_WRITABLE) or _within(home, full):
+        if full == "/" or any(within(full, t) for t in NEVER_WRITABLE) or within(home, full):
             raise ViewError(
                 f"[sandbox] writable {raw!r} would make a system tree or your whole home writable",
                 "sandbox.config",
             )
         _refuse_secret(raw, full, home, state_dir, "writable")
-        if not _within(full, root):
+        if not within(full, root):
             out.append(full)
     return _minimal(out)
 
 
 def _home_entry(raw: str, home: str, state_dir: str) -> str:
     full = os.path.normpath(_expand(raw if raw.startswith(("~", "/")) else f"~/{raw}", home))
-    if not _within(full, home) or full == home:
+    if not within(full, home) or full == home:
         raise ViewError(
             f"[sandbox] home_read_only {raw!r} must name an entry inside your home directory",
             "sandbox.config",
@@ -237,7 +237,7 @@ def _home_entry(raw: str, home: str, state_dir: str) -> str:
 
 def _refuse_secret(raw: str, full: str, home: str, state_dir: str, key: str) -> None:
     secret = secret_of(full, home) or secret_of(os.path.realpath(full), home)
-    if secret is None and (_within(full, state_dir) or _within(state_dir, full)):
+    if secret is None and (within(full, state_dir) or within(state_dir, full)):
         secret = state_dir
     if secret is not None:
         raise ViewError(
@@ -251,7 +251,7 @@ def _toolchains(path: str, home: str) -> list[str]:
     """The toolchain roots the ``PATH`` entries under HOME need."""
     out: list[str] = []
     for entry in _path_entries(path):
-        if not _within(entry, home) or entry == home:
+        if not within(entry, home) or entry == home:
             continue
         first = os.path.relpath(entry, home).split(os.sep)[0]
         if first == ".local":
@@ -281,7 +281,7 @@ def _path_prefixes(path: str, home: str) -> list[str]:
     """``PATH`` entries outside HOME and the system trees: the entry, or its prefix for ``bin``."""
     out: list[str] = []
     for entry in _path_entries(path):
-        if _within(entry, home) or any(_within(entry, t) for t in SYSTEM_TREES):
+        if within(entry, home) or any(within(entry, t) for t in SYSTEM_TREES):
             continue
         prefix = _prefix(entry)
         homes = os.path.dirname(prefix) == "/home" or prefix == "/root"
@@ -304,14 +304,14 @@ def _bindable(path: str, home: str, state_dir: str) -> bool:
     Not when it is, holds or sits in HOME, ``/etc``, a secret or keel's state; secrets inside
     a toolchain root are masked instead.
     """
-    if any(_within(p, path) for p in ("/etc", home, state_dir)) or _within(path, state_dir):
+    if any(within(p, path) for p in ("/etc", home, state_dir)) or within(path, state_dir):
         return False
-    return not any(_within(path, os.path.join(home, s)) for s in HOME_SECRETS)
+    return not any(within(path, os.path.join(home, s)) for s in HOME_SECRETS)
 
 
 def _secrets_in(tree: str, home: str, state_dir: str) -> list[str]:
     candidates = [os.path.join(home, s) for s in HOME_SECRETS] + [state_dir]
-    return [c for c in candidates if c != tree and _within(c, tree) and os.path.lexists(c)]
+    return [c for c in candidates if c != tree and within(c, tree) and os.path.lexists(c)]
 
 
 def _etc() -> tuple[str, ...]:
@@ -372,7 +372,7 @@ def _expand(raw: str, home: str) -> str:
     return raw
 
 
-def _within(path: str, tree: str) -> bool:
+def within(path: str, tree: str) -> bool:
     """``path`` is ``tree`` or below it (both absolute and normalised)."""
     return path == tree or path.startswith(tree.rstrip("/") + "/")
 
@@ -381,7 +381,7 @@ def _minimal(paths: Iterable[str]) -> list[str]:
     """The paths without duplicates and without those inside another one."""
     kept: list[str] = []
     for path in sorted(set(paths), key=len):
-        if not any(_within(path, k) for k in kept):
+        if not any(within(path, k) for k in kept):
             kept.append(path)
     return kept
 

@@ -6,8 +6,9 @@ workspace, a private ``/tmp`` and ``[sandbox] writable``; keel's and the agents'
 read-only and new ones quarantined; a fresh HOME without secrets; a filtered environment; the
 network only through a host-side proxy that enforces the policy's allowlist; its own pid
 namespace; a wall-clock limit. ``exec_argv`` is the command line that does the same from a
-shell (what an agent's shell call is rewritten to); ``kill_contained`` ends every contained
-command of a workspace (``keel stop``). See ``keel.sandbox.exec._exec`` for the exit codes.
+shell (``keel.sandbox.exec.line`` makes it, and the line an agent's shell call is rewritten
+to, and reads that line back); ``kill_contained`` ends every contained command of a
+workspace (``keel stop``). See ``keel.sandbox.exec._exec`` for the exit codes.
 """
 
 from __future__ import annotations
@@ -15,18 +16,17 @@ from __future__ import annotations
 import os
 import sys
 
-from keel.core import isolated as _isolated
 from keel.core.frozen import Frozen
-from keel.sandbox.exec._exec import (
+from keel.sandbox.exec._context import (
     EXIT_NOT_FOUND,
     EXIT_QUARANTINED,
     EXIT_REFUSED,
     EXIT_TIMEOUT,
     EXIT_UNAVAILABLE,
     ExecRefused,
-    execute,
-    final_code,
 )
+from keel.sandbox.exec._exec import execute, final_code
+from keel.sandbox.exec.line import LAUNCHER, exec_argv
 from keel.sandbox.os._registry import kill_contained as _kill_contained
 
 TYPE_CHECKING = False
@@ -42,15 +42,13 @@ __all__ = [
     "EXIT_REFUSED",
     "EXIT_TIMEOUT",
     "EXIT_UNAVAILABLE",
+    "LAUNCHER",
     "ExecResult",
     "exec_argv",
     "exec_backend",
     "kill_contained",
     "run_contained",
 ]
-
-LAUNCHER = _isolated.LAUNCHER
-"""The script ``exec_argv`` runs: keel's isolated launcher (``keel.core.isolated``)."""
 
 
 class ExecResult(Frozen):
@@ -137,7 +135,7 @@ def run_contained(
             err=err,
         )
     except ExecRefused as exc:
-        raise _translate(exc) from exc
+        raise exc.as_error() from exc
     return ExecResult(
         final_code(outcome, err or sys.stderr),
         outcome.backend,
@@ -149,18 +147,6 @@ def run_contained(
     )
 
 
-def _translate(exc: ExecRefused) -> Exception:
-    from keel.core.errors import ConfigError, SandboxError, StopRequested, UsageError
-
-    if exc.code.startswith("stop."):
-        return StopRequested(exc.message, code=exc.code)
-    if exc.code.startswith("config."):
-        return ConfigError(exc.message, code=exc.code)
-    if exc.code.startswith("usage."):
-        return UsageError(exc.message, code=exc.code)
-    return SandboxError(exc.message, code=exc.code)
-
-
 def kill_contained(root: str | os.PathLike[str]) -> int:
     """Kill every contained command running in the workspace at ``root``; how many there were.
 
@@ -168,32 +154,6 @@ def kill_contained(root: str | os.PathLike[str]) -> int:
     ``keel exec`` SIGTERMed, so it still quarantines what the command planted before it exits.
     """
     return _kill_contained(os.fspath(root))
-
-
-def exec_argv(
-    workspace: str | os.PathLike[str],
-    command: Sequence[str],
-    *,
-    timeout: float | None = None,
-    python: str | None = None,
-    report: str | None = None,
-) -> list[str]:
-    """The fastest command line that runs ``command`` contained in ``workspace``.
-
-    ``[python, "-I", "-S", <keel>/_launch.py, "exec", "--workspace", W, ("--timeout", S),
-    "--", *command]``: isolated (it starts in the workspace, which must not reach keel's
-    ``sys.path``, and ignores ``PYTHON*`` variables), the interpreter skips ``site`` and the
-    launcher puts keel on ``sys.path`` itself. ``python`` defaults to the running interpreter.
-    ``report``: ``keel exec --report ID`` (what the run left behind, for the hook's journal).
-    """
-    argv = _isolated.launcher_argv(
-        "exec", "--workspace", os.fspath(workspace), python=python, site=False
-    )
-    if timeout is not None:
-        argv += ["--timeout", f"{timeout:g}"]
-    if report is not None:
-        argv += ["--report", report]
-    return [*argv, "--", *command]
 
 
 def exec_backend(

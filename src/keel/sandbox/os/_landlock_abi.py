@@ -1,6 +1,7 @@
 """The Landlock kernel interface: the ABI probe, access rights and rulesets (ctypes).
 
-Split from ``_landlock`` (the probe backend) so that ``keel exec``'s Landlock path loads only
+The mechanism only: the probe backend (``keel.sandbox.probe._landlock``) and ``keel exec``'s
+(``keel.sandbox.exec._landlock``) decide what to grant; ``keel exec``'s Landlock path loads only
 this and ``ctypes``, not the probe backend's process and Python-layout machinery.
 """
 
@@ -79,10 +80,6 @@ def landlock_abi() -> int:
 
 def fs_mask(abi: int) -> int:
     """Every filesystem access right ``abi`` knows."""
-    return _fs_mask(abi)
-
-
-def _fs_mask(abi: int) -> int:
     mask = (1 << 13) - 1
     if abi >= 2:
         mask |= 1 << 13  # REFER
@@ -108,7 +105,7 @@ class Ruleset:
         Port rules need ABI 4; every TCP bind and connect they do not allow is denied.
         """
         libc = _libc()
-        fs = _fs_mask(abi)
+        fs = fs_mask(abi)
         attr = _RulesetAttr(fs, 3 if abi >= 4 else 0, 3 if abi >= 6 else 0)
         size = 8 if abi < 4 else 16 if abi < 6 else 24
         self.fd = libc.syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), 0)

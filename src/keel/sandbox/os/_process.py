@@ -9,6 +9,7 @@ and after a normal exit, the whole process group is killed; backends add their o
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import selectors
 import signal
@@ -26,6 +27,7 @@ Stdin = bytes | int | None
 
 ACTIVE: set[int] = set()
 """Pids of sandboxed processes whose ``Popen`` is still waiting for them: never reap these."""
+PR_SET_CHILD_SUBREAPER = 36
 SPAWN_LOCK = threading.Lock()
 """Held from ``Popen`` to registering its pid, and while reaping, so a reaper in another
 thread never sees a fresh child that is not yet in ``ACTIVE`` (it would steal its status)."""
@@ -211,6 +213,15 @@ def _communicate(
         return io.output(proc.stdout), io.output(proc.stderr), timed_out, io.truncated
     finally:
         io.close()
+
+
+@functools.cache
+def become_subreaper() -> bool:
+    """Make this process the reaper of orphaned descendants (bwrap leaves its pid 1 behind)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
 def reap_orphans(uid: int) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import time
 
+from keel.core.root import STATE_DIR
 from keel.sandbox.os import _quiet
 
 TYPE_CHECKING = False
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
 else:  # the C module: ``signal`` builds three enums at import (2 ms on this path)
     import _signal
 
-EXEC_DIR = os.path.join(".keel", "exec")
+EXEC_DIR = os.path.join(STATE_DIR, "exec")
+"""``.keel/exec``: the run records, and ``keel exec``'s reports, caches and logs."""
 WAIT_SECONDS = 5.0
 
 

@@ -25,7 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from keel.core.errors import SandboxError
-from keel.sandbox.os._process import Completed, Spawn, Stdin, reap_orphans, run_process
+from keel.sandbox.os._process import (
+    Completed,
+    Spawn,
+    Stdin,
+    become_subreaper,
+    reap_orphans,
+    run_process,
+)
 from keel.sandbox.os._seccomp import blob_fd
 from keel.sandbox.probe import _common
 from keel.sandbox.probe._common import Identity
@@ -239,7 +246,7 @@ class BwrapSandbox:
         env: dict[str, str],
         binds: tuple[str, ...],
     ) -> Completed:
-        _common.become_subreaper()
+        become_subreaper()
         seccomp = blob_fd("bwrap")
         status_r, status_w = os.pipe()
         try:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import os
 import pwd
 import re
@@ -25,7 +23,6 @@ if TYPE_CHECKING:
 
 BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-PR_SET_CHILD_SUBREAPER = 36
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,13 +108,6 @@ def check_workspace(workspace: Path, ident: Identity) -> Path:
             code="sandbox.workspace_unreachable",
         )
     return real
-
-
-@functools.cache
-def become_subreaper() -> bool:
-    """Make this process the reaper of orphaned descendants (bwrap leaves its pid 1 behind)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
 @contextlib.contextmanager

@@ -35,10 +35,10 @@ from keel.sandbox.os._landlock_abi import (
     SYSTEM_TREES,
     WRITE_FILE,
     Ruleset,
-    _fs_mask,
+    fs_mask,
     landlock_abi,
 )
-from keel.sandbox.os._process import Spawn, Stdin, kill_marked, run_process
+from keel.sandbox.os._process import Spawn, Stdin, become_subreaper, kill_marked, run_process
 from keel.sandbox.os._seccomp import PreparedFilter, seccomp_blob
 from keel.sandbox.probe import _common
 from keel.sandbox.probe._common import Identity
@@ -109,7 +109,7 @@ class LandlockSandbox:
         if not argv:
             raise SandboxError("empty command", code="sandbox.argv")
         real = _common.check_workspace(workspace, self.ident)
-        _common.become_subreaper()
+        become_subreaper()
         token = secrets.token_hex(8)
         with _common.run_dir(self.ident) as private:
             tmp, cwd = self._layout(private, real, mode)
@@ -159,7 +159,7 @@ class LandlockSandbox:
     def _rules(
         self, real: Path, cwd: Path, mode: Mode, tmp: Path, layout: PythonLayout | None
     ) -> list[tuple[str, int]]:
-        everything = _fs_mask(self.abi)
+        everything = fs_mask(self.abi)
         rules = [(p, READ_EXEC) for p in (*SYSTEM_TREES, *SYSTEM_FILES)]
         rules += [(p, READ_FILE | WRITE_FILE) for p in DEVICES]
         if layout is not None:

@@ -31,14 +31,14 @@ from __future__ import annotations
 import os
 import sys
 
-from keel.sandbox.exec.contain import ExecResult, _translate  # pyright: ignore[reportPrivateUsage]
+from keel.sandbox.exec.contain import ExecResult
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import TextIO
 
-    from keel.sandbox.exec._exec import Outcome
+    from keel.sandbox.exec._context import Outcome
     from keel.sandbox.wrap._wrap import Wrap
 
 __all__ = ["run_wrapped"]
@@ -78,7 +78,8 @@ def run_wrapped(
         ConfigError: keel.toml is invalid.
         UsageError: an empty command, a bad ``--allow-host`` or ``--client``.
     """
-    from keel.sandbox.exec._exec import ExecRefused, execute, final_code
+    from keel.sandbox.exec._context import ExecRefused
+    from keel.sandbox.exec._exec import execute, final_code
 
     environ = os.environ if environ is None else environ
     out = err or sys.stderr
@@ -97,7 +98,7 @@ def run_wrapped(
             wrap.close()
         _settle(wrap, outcome, out)
     except ExecRefused as exc:
-        raise _translate(exc) from exc
+        raise exc.as_error() from exc
     return ExecResult(
         final_code(outcome, out),
         outcome.backend,
@@ -116,9 +117,10 @@ def _prepare(
     client: str | None,
     pass_env: Sequence[str],
 ) -> Wrap:
-    from keel.sandbox.wrap._wrap import Wrap, _passwd_home, wrap_spec
+    from keel.sandbox.exec._context import passwd_home
+    from keel.sandbox.wrap._wrap import Wrap, wrap_spec
 
-    home = os.path.realpath(environ.get("HOME") or _passwd_home())
+    home = os.path.realpath(environ.get("HOME") or passwd_home())
     spec = wrap_spec(
         command,
         environ=environ,
@@ -139,9 +141,11 @@ def _settle(wrap: Wrap, outcome: Outcome, out: TextIO) -> None:
         out.write(f"keel: could not check the client's settings after the run: {exc}\n")
         return
     if moved:
+        from keel.sandbox.wrap._state import ASIDE
+
         out.write(
             "keel: the client's session created or changed settings that would run code the "
-            f"next time it starts; renamed aside (.keel-quarantined-*): {', '.join(moved)}\n"
+            f"next time it starts; renamed aside ({ASIDE}*): {', '.join(moved)}\n"
         )
     if restored:
         out.write(

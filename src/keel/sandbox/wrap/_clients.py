@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 
 from keel.core.frozen import Frozen
-from keel.sandbox.exec._exec import ExecRefused
+from keel.sandbox.exec._context import ExecRefused
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 Inside ``keel wrap`` the client runs its hooks (``keel hook ...``) in the sandbox, where the
 workspace's ``.keel/`` (journal, session state, checkpoints, the stop flag) is not visible.
 Instead ``.keel/`` there holds only ``hookd.sock`` and ``hookd.pid``: the hook's ordinary relay
-(``keel.hook.main.relay``) reaches the sandbox side of ``keel wrap`` (``_wrap_bridge``), which
+(``keel.hook.relay.relay``) reaches the sandbox side of ``keel wrap`` (``_wrap_bridge``), which
 pipes the request to ``decide.sock``, a socket of this service on the host. Nothing inside can
 read or change the journal, and a hook that cannot reach the service decides in process,
 where opening the journal fails: the call is blocked (fail closed).
@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import sys
 
+from keel.core.root import STATE_DIR
 from keel.sandbox.os import _quiet
 
 TYPE_CHECKING = False
@@ -103,7 +104,7 @@ class Decider:
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=log,
-                    cwd=os.path.join(self.root, ".keel"),
+                    cwd=os.path.join(self.root, STATE_DIR),
                     start_new_session=True,
                 )
             except OSError:
@@ -166,7 +167,7 @@ def pin_environment(fields: list[bytes], host: Mapping[str, str]) -> list[bytes]
 
     A request that does not parse is returned as it is (the handler refuses it).
     """
-    from keel.hook.server import parse_request
+    from keel.hook.wire import parse_request, request_fields
 
     request = parse_request(fields)
     if request is None:
@@ -177,6 +178,4 @@ def pin_environment(fields: list[bytes], host: Mapping[str, str]) -> list[bytes]
         if not k.startswith(PINNED_PREFIX) and k not in PINNED_NAMES
     }
     env.update({k: v for k, v in host.items() if k.startswith(PINNED_PREFIX) or k in PINNED_NAMES})
-    argc = len(request.argv)
-    pairs = [os.fsencode(f"{k}={v}") for k, v in env.items()]
-    return [*fields[: 7 + argc], str(len(pairs)).encode(), *pairs, request.data]
+    return request_fields(request.replace(env=env))

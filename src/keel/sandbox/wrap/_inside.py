@@ -17,7 +17,7 @@ allowlisted loopback servers, such as a local model server). It then forks one r
   ``<workspace>/.keel/hookd.sock`` inside, and pipes each connection to ``DECIDE_SOCKET``,
   where keel wrap's host-side decision service answers. Having listened, it writes its pid
   and start time to ``RECORD_FD`` (``hookd.pid`` in the same read-only directory): the
-  hook's relay (``keel.hook.main.relay``) trusts only the listener recorded there.
+  hook's relay (``keel.hook.relay.relay``) trusts only the listener recorded there.
 
 Only when the daemon is ready does this process become the client (``execvp``): the client
 keeps pid, signals and exit status, and none of these descriptors.

@@ -26,8 +26,8 @@ from __future__ import annotations
 import os
 import stat
 
-from keel.sandbox.exec._exec import ExecRefused
-from keel.sandbox.exec._view import HOME_SECRETS, NEVER_WRITABLE, _within
+from keel.sandbox.exec._context import ExecRefused
+from keel.sandbox.exec._view import HOME_SECRETS, NEVER_WRITABLE, within
 from keel.sandbox.os import _quiet
 from keel.sandbox.wrap._clients import OWN_STATE
 
@@ -45,6 +45,8 @@ GUARDED_PROJECT = (
     "enableAllProjectMcpServers",
 )
 JSON_CAP = 64 << 20
+ASIDE = ".keel-quarantined-"
+"""The suffix (then the run's stamp) of a settings file the run planted or changed, set aside."""
 _MISSING = object()
 
 Ident = tuple[str, int, int, str]
@@ -111,7 +113,7 @@ class ClientState:
         old, now = self.before.get(path), _ident(path)
         if now is None or now == old:
             return False
-        aside = f"{path}.keel-quarantined-{stamp}"
+        aside = f"{path}{ASIDE}{stamp}"
         if not _quiet.call(os.rename, path, aside):
             return False
         if old is not None and old[0] == "link":
@@ -137,17 +139,17 @@ def _refuse_overlap(path: str, home: str, root: str, state_dir: str, own: tuple[
 
 
 def _overlap(path: str, home: str, root: str, state_dir: str, own: tuple[str, ...]) -> str | None:
-    if path == "/" or any(_within(path, t) for t in NEVER_WRITABLE):
+    if path == "/" or any(within(path, t) for t in NEVER_WRITABLE):
         return "is a system path"
-    if _within(home, path):
+    if within(home, path):
         return "is or holds your home directory"
-    if _within(path, root) or _within(root, path):
+    if within(path, root) or within(root, path):
         return "overlaps the workspace"
-    if _within(path, state_dir) or _within(state_dir, path):
+    if within(path, state_dir) or within(state_dir, path):
         return "overlaps keel's state directory"
     for rel in HOME_SECRETS:
         secret = os.path.join(home, rel)
-        if secret not in own and (_within(path, secret) or _within(secret, path)):
+        if secret not in own and (within(path, secret) or within(secret, path)):
             return f"overlaps the secret {secret}"
     return None
 
@@ -241,7 +243,7 @@ def _restore(path: str, before: bytes, stamp: str) -> bool:
         fixed = json.dumps(new, indent=2).encode()
     else:
         fixed = before  # the run left something that is not JSON: the whole file goes back
-    _write_beside(f"{path}.keel-quarantined-{stamp}", now)
+    _write_beside(f"{path}{ASIDE}{stamp}", now)
     _write_beside(path, fixed)
     return True
 

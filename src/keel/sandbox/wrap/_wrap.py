@@ -26,17 +26,20 @@ import os
 import sys
 
 from keel.core.frozen import Frozen
+from keel.core.root import STATE_DIR
 from keel.sandbox.exec._bwrap import PROXY_MOUNT
-from keel.sandbox.exec._exec import PROXY_PORT, ExecRefused, _private_dir
-from keel.sandbox.exec._view import SYSTEM_TREES, _within
+from keel.sandbox.exec._context import ExecRefused, passwd_home, private_dir
+from keel.sandbox.exec._exec import PROXY_PORT
+from keel.sandbox.exec._view import SYSTEM_TREES, within
 from keel.sandbox.os import _quiet
+from keel.sandbox.os._registry import EXEC_DIR
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from keel.sandbox.exec._bwrap import Mounts
-    from keel.sandbox.exec._exec import Context
+    from keel.sandbox.exec._context import Context
     from keel.sandbox.wrap._clients import ClientProfile
     from keel.sandbox.wrap._decide import Decider
     from keel.sandbox.wrap._state import ClientState
@@ -140,7 +143,7 @@ class Wrap:
         self.read_only = tuple(
             p
             for p in (*_keel_roots(), *install_roots(command[0], environ))
-            if not any(_within(p, t) for t in SYSTEM_TREES)
+            if not any(within(p, t) for t in SYSTEM_TREES)
         )
         """Host paths shown read-only (``keel exec`` masks secrets inside them)."""
         self.environ = {k: environ[k] for k in spec.pass_env if k in environ}
@@ -153,7 +156,7 @@ class Wrap:
 
     def check(self, base: Check) -> Check:
         """``base`` (the policy's host check), also allowing ``spec.allow``."""
-        from keel.policy._judge_net import port_allowed  # the policy's own port rule
+        from keel.policy import port_allowed  # the policy's own port rule
 
         allow = self.spec.allow
 
@@ -183,11 +186,11 @@ class Wrap:
         from keel.sandbox.wrap._state import ClientState
 
         self.stamp = ctx.stamp
-        home = os.path.realpath(ctx.environ.get("HOME") or _passwd_home())
+        home = os.path.realpath(ctx.environ.get("HOME") or passwd_home())
         self.state = ClientState(self.spec.client, home, ctx.root, ctx.state_dir)
-        self.private = _private_dir()
+        self.private = private_dir()
         hook_fd, record_fd = self._hook_relay(os.path.join(self.private, "keel"))
-        log = os.path.join(ctx.root, ".keel", "exec", "wrap-decide.log")
+        log = os.path.join(ctx.root, EXEC_DIR, "wrap-decide.log")
         self.decider = Decider(ctx.root, os.path.join(self.private, "decide.sock"), log)
         if any(h in LOOPBACK and p == PROXY_PORT for h, p in self.spec.allow):
             ctx.say(f"cannot relay 127.0.0.1:{PROXY_PORT} inside: keel's proxy listens there")
@@ -222,7 +225,7 @@ class Wrap:
         """
         assert self.state is not None and self.private is not None
         fds = self.state.mounts(mounts)
-        dest = os.path.join(ctx.root, ".keel")
+        dest = os.path.join(ctx.root, STATE_DIR)
         mounts.items = [item for item in mounts.items if item[2] != dest]
         flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
         keel_fd = os.open(os.path.join(self.private, "keel"), flags)
@@ -263,9 +266,3 @@ def _keel_roots() -> list[str]:
     if os.path.exists(os.path.join(sys.prefix, "pyvenv.cfg")):
         roots.append(os.path.abspath(sys.prefix))
     return roots
-
-
-def _passwd_home() -> str:
-    import pwd
-
-    return pwd.getpwuid(os.getuid()).pw_dir

@@ -1,0 +1,266 @@
+"""The hook process's end of ``keel hookd``: ask the workspace's daemon, or start one.
+
+``relay(root, args, data, request_id, deadline_at)`` returns the daemon's ``(exit code,
+stdout, stderr)``, or ``None`` when the caller must decide in process. It trusts only the
+daemon keel started: the listening process's peer credentials (``SO_PEERCRED``) must name
+this process's uid and the pid recorded in ``.keel/hookd.pid`` together with that pid's start
+time, so a process that bound ``hookd.sock`` itself is never asked. While it waits it watches
+the daemon: one that is stopped (``SIGSTOP``), gone, or past the time it was given is killed
+(the next hook starts a new one) and the call is decided in process with the same request id,
+so a decision the daemon already committed is answered again rather than made twice. While
+the emergency stop is set nothing is relayed: the stop is decided in process, never by a
+socket. ``KEEL_HOOKD=0`` turns relaying and starting the daemon off.
+
+The messages are ``keel.hook.wire``'s; the other end is ``keel.hook.server``. Only ``os``,
+``sys`` and stdlib-only keel modules at import: this runs on every hook call.
+"""
+
+import os
+import sys
+
+from keel.core.root import state_path
+from keel.core.stop import stop_set
+from keel.hook.wire import (
+    LOCK_NAME,
+    PID_NAME,
+    SOCKET_NAME,
+    HookArgs,
+    Request,
+    decode_reply,
+    encode_request,
+)
+
+TYPE_CHECKING = False  # typing costs ms to import on the hook path
+if TYPE_CHECKING:
+    import _socket
+
+SPAWN_STAMP = "hookd.spawn"
+"""Touched in ``.keel/`` when a hook starts a daemon: no second start within the backoff."""
+SPAWN_BACKOFF = 10.0
+MAX_SOCKET_PATH = 100
+"""Longer socket paths do not fit ``sockaddr_un``: such a workspace decides in process."""
+CONNECT_TIMEOUT = 0.5
+POLL = 0.05
+IN_PROCESS_RESERVE = 5.0
+"""Seconds of a call's deadline kept for deciding in process when the daemon fails."""
+_SO_PEERCRED = 17
+
+
+def daemon_enabled(env: "dict[str, str] | None" = None) -> bool:
+    """False when ``KEEL_HOOKD`` says off (``0``, ``off``, ``no``, ``false``)."""
+    value = (os.environ if env is None else env).get("KEEL_HOOKD", "1")
+    return value.strip().lower() not in ("0", "off", "no", "false")
+
+
+def relay(
+    root: str, args: HookArgs, data: bytes, request_id: str, deadline_at: float
+) -> "tuple[int, bytes, bytes] | None":
+    """The daemon's answer to one hook call, or ``None``: decide in process."""
+    if not daemon_enabled():
+        return None
+    keel_dir = state_path(root)
+    sock_path = os.path.join(keel_dir, SOCKET_NAME)
+    if len(sock_path) > MAX_SOCKET_PATH or not os.path.isdir(keel_dir):
+        return None
+    if stop_set(root):
+        return None  # the stop is decided in process, never by a socket
+    record = read_record(keel_dir)
+    if record is None:
+        spawn(root, keel_dir)
+        return None
+    by = min(deadline_at - min(IN_PROCESS_RESERVE, args.deadline / 2), deadline_at)
+    try:
+        reply = _ask(sock_path, record, _request(root, args, data, request_id, by), by)
+    except Exception:  # whatever the daemon or the relay got wrong
+        reply = None
+    if reply is None:
+        spawn(root, keel_dir)
+    return reply
+
+
+def _request(root: str, args: HookArgs, data: bytes, request_id: str, by: float) -> bytes:
+    """This process's call, with its directory and environment, as the daemon reads it."""
+    from keel import __version__
+
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        cwd = root
+    return encode_request(
+        Request(
+            version=__version__,
+            root=root,
+            cwd=cwd,
+            request_id=request_id,
+            reply_by=by,
+            argv=args.argv,
+            env=dict(os.environ),
+            data=data,
+        )
+    )
+
+
+# -- the daemon's record ------------------------------------------------------------------------
+
+
+def read_record(keel_dir: str) -> "tuple[int, int] | None":
+    """The daemon's ``(pid, start time)`` from ``hookd.pid``, if it is alive and matches."""
+    try:
+        with open(os.path.join(keel_dir, PID_NAME), "rb") as fh:
+            pid_text, start_text = fh.read(64).split()[:2]
+        pid, start = int(pid_text), int(start_text)
+    except (OSError, ValueError):
+        return None
+    if pid <= 1 or process_start(pid) != start:
+        return None
+    return pid, start
+
+
+def process_stat(pid: int) -> "list[bytes] | None":
+    """The fields of ``/proc/PID/stat`` after the command name (state first)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    return raw[raw.rfind(b")") + 2 :].split()
+
+
+def process_start(pid: int) -> "int | None":
+    """The start time of ``pid`` in clock ticks since boot (``/proc/PID/stat`` field 22)."""
+    fields = process_stat(pid)
+    try:
+        return int(fields[19]) if fields else None
+    except (IndexError, ValueError):
+        return None
+
+
+# -- asking -------------------------------------------------------------------------------------
+
+
+def _ask(
+    sock_path: str, record: "tuple[int, int]", request: bytes, by: float
+) -> "tuple[int, bytes, bytes] | None":
+    """Send ``request`` to the verified daemon; its answer, or None (after replacing it)."""
+    import _socket
+    import select
+    import time
+
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(CONNECT_TIMEOUT)
+        sock.connect(sock_path)
+        if not _is_daemon(sock, record):
+            return None
+        sock.sendall(request)
+        sock.shutdown(_socket.SHUT_WR)
+        sock.setblocking(False)
+        chunks: list[bytes] = []
+        while True:
+            ready, _, _ = select.select([sock], [], [], POLL)
+            if ready:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            elif not _alive(record[0]) or time.monotonic() > by:
+                replace_daemon(record)
+                return None
+    finally:
+        sock.close()
+    return decode_reply(b"".join(chunks))
+
+
+def _is_daemon(sock: "_socket.socket", record: "tuple[int, int]") -> bool:
+    """True if the peer of ``sock`` is this uid's daemon with the recorded pid and start."""
+    import _socket
+
+    raw = sock.getsockopt(_socket.SOL_SOCKET, _SO_PEERCRED, 12)
+    pid = int.from_bytes(raw[0:4], sys.byteorder, signed=True)
+    uid = int.from_bytes(raw[4:8], sys.byteorder, signed=True)
+    return uid == os.getuid() and pid == record[0] and process_start(pid) == record[1]
+
+
+def _alive(pid: int) -> bool:
+    """False once ``pid`` is gone, a zombie, or stopped (``SIGSTOP``, traced)."""
+    fields = process_stat(pid)
+    if not fields:
+        return False
+    return fields[0] not in (b"T", b"t", b"Z", b"X", b"x")
+
+
+def replace_daemon(record: "tuple[int, int]") -> bool:
+    """Kill the daemon of ``record`` (if it is still that process); the next hook starts one."""
+    import signal
+
+    pid, start = record
+    if process_start(pid) != start:
+        return False
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        return False
+    return True
+
+
+# -- starting one -------------------------------------------------------------------------------
+
+
+def spawn(root: str, keel_dir: str) -> None:
+    """Start ``keel hookd`` for ``root`` unless one runs or one was started a moment ago.
+
+    The daemon runs isolated from the workspace (``keel.core.isolated``: ``python -I -S``, a
+    script by absolute path, its directory ``root/.keel``), with this process's environment.
+    """
+    import time
+
+    try:
+        stamp = os.path.join(keel_dir, SPAWN_STAMP)
+        try:
+            if time.time() - os.stat(stamp).st_mtime < SPAWN_BACKOFF:
+                return
+        except FileNotFoundError:
+            pass
+        if locked(os.path.join(keel_dir, LOCK_NAME)):
+            return
+        with open(stamp, "w"):
+            pass
+        from keel.core.isolated import launcher_argv
+
+        # isolated, a script by path: the daemon inherits the hook's directory (the project)
+        # and environment, and the launcher leaves the directory for .keel/ before importing
+        argv = launcher_argv("hookd", root, site=False)
+        null = os.open(os.devnull, os.O_RDWR)
+        try:
+            os.posix_spawn(
+                argv[0],
+                argv,
+                os.environ,
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, null, 0),
+                    (os.POSIX_SPAWN_DUP2, null, 1),
+                    (os.POSIX_SPAWN_DUP2, null, 2),
+                ],
+                setsid=True,
+            )
+        finally:
+            os.close(null)
+    except Exception:  # no daemon only costs speed
+        pass
+
+
+def locked(path: str) -> bool:
+    """True if a daemon holds the workspace's lock."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing releases a lock taken here
+    return False
