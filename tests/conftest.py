@@ -10,20 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from _support import skip_or_fail
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
-
-
-def require_all() -> bool:
-    """True in CI: optional material and tools must be present, not skipped."""
-    return os.environ.get("KEEL_REQUIRE_ALL") == "1"
-
-
-def skip_or_fail(reason: str) -> None:
-    """Skip locally; fail when KEEL_REQUIRE_ALL=1."""
-    if require_all():
-        pytest.fail(f"required in CI: {reason}")
-    pytest.skip(reason)
 
 
 def pytest_make_parametrize_id(config: pytest.Config, val: object, argname: str) -> str | None:

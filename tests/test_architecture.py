@@ -146,8 +146,11 @@ def test_every_package_of_keel_sits_in_a_layer() -> None:
         for name in modules(SRC)
         if name.count(".") >= 1 and not name.startswith("keel.sandbox")
     }
-    top |= {".".join(n.split(".")[:3]) for n in modules(SRC) if n.count(".") >= 2
-            and n.startswith("keel.sandbox.")}
+    top |= {
+        ".".join(n.split(".")[:3])
+        for n in modules(SRC)
+        if n.count(".") >= 2 and n.startswith("keel.sandbox.")
+    }
     # the package roots and the launcher script sit above every layer by design
     outside = {"keel._launch", "keel.sandbox"}
     assert sorted(top - placed - outside) == []
@@ -160,3 +163,13 @@ def test_the_import_contracts_hold() -> None:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "Contracts: 2 kept, 0 broken." in proc.stdout
+
+
+def test_the_path_of_one_call_is_at_most_eight_files_that_exist() -> None:
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    section = text.split("## The path of one Claude Code Bash call", 1)[1].split("\n## ", 1)[0]
+    files = re.findall(r"^\d+\. \*\*`(src/keel/[\w/]+\.py)`\*\*", section, re.M)
+    assert 1 <= len(files) <= 8, files
+    assert [f for f in files if not (REPO / f).is_file()] == []
+    named = re.findall(r"`((?:core|hook|guard|policy|sandbox|journal)/[\w/]+\.py)`", section)
+    assert [f for f in named if not (SRC / "keel" / f).is_file()] == []

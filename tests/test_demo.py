@@ -3,26 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
+from _support import keel
 from keel.demo import SECTIONS
 from keel.plan.examples import ExampleName, load_example
 
-KEEL = str(Path(sys.executable).with_name("keel"))
-
 
 def test_core_and_hooks_sections_run() -> None:
-    out = subprocess.run(
-        [KEEL, "demo", "--section", "core", "--section", "hooks"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    out = keel("demo", "--section", "core", "--section", "hooks")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "2 section(s) ran as expected" in out.stdout
     assert "risk.git_force_push" in out.stdout and "stop.active" in out.stdout
@@ -39,12 +29,7 @@ def test_every_section_is_a_module_with_run() -> None:
 
 
 def test_the_containment_section_shows_every_promise_held() -> None:
-    out = subprocess.run(
-        [KEEL, "demo", "--section", "contain"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    out = keel("demo", "--section", "contain")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "1 section(s) ran as expected" in out.stdout
     assert out.stdout.count(" yes ") == 6 and " NO " not in out.stdout
@@ -55,7 +40,7 @@ CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
 
 def test_the_english_demo_is_english_throughout() -> None:
     """Every section, the seed's plans included, prints no Chinese text (as `make demo` runs)."""
-    out = subprocess.run([KEEL, "demo"], capture_output=True, text=True, timeout=600)
+    out = keel("demo", timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert f"{len(SECTIONS)} section(s) ran as expected" in out.stdout
     assert not CJK.findall(out.stdout + out.stderr), CJK.findall(out.stdout + out.stderr)
@@ -90,13 +75,7 @@ def test_the_seed_plans_stay_available_in_chinese() -> None:
 
 
 def test_the_draft_section_validates_after_one_round_of_feedback_and_runs() -> None:
-    out = subprocess.run(
-        [KEEL, "demo", "--section", "draft"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "200"},  # one line per message
-    )
+    out = keel("demo", "--section", "draft", env={"COLUMNS": "200"})  # one line per message
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "1 section(s) ran as expected" in out.stdout
     assert "draft 1 (as content): 2 problem(s), sent back:" in out.stdout

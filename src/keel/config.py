@@ -105,7 +105,7 @@ class PolicyConfig(_Section):
 
     _commands = field_validator("allow", "ask", "deny")(_command_patterns)
     _globs = field_validator("protected", "read_outside")(
-        lambda v: _check_globs(v) if v is not None else v  # pyright: ignore[reportUnknownLambdaType, reportUnknownArgumentType]
+        lambda v: _check_globs(v) if v is not None else v
     )
 
 

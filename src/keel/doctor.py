@@ -512,7 +512,7 @@ def _claude_settings_checks(root: Path, env: dict[str, str]) -> list[Check]:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if isinstance(data, dict) and data.get("disableAllHooks") is True:  # pyright: ignore[reportUnknownMemberType]
+        if isinstance(data, dict) and data.get("disableAllHooks") is True:
             return [
                 Check(
                     "settings",
@@ -582,10 +582,10 @@ def _blocked(agent: str, code: int, stdout: bytes) -> tuple[bool, str]:
     if not isinstance(answer, dict):
         return False, "stdout is not a JSON object"
     if agent == "gemini":
-        decision = answer.get("decision")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        decision = answer.get("decision")
         return decision in ("deny", "block"), f"decision {decision!r}"
-    spec = answer.get("hookSpecificOutput")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    if isinstance(spec, dict) and spec.get("hookEventName") == "PreToolUse":  # pyright: ignore[reportUnknownMemberType]
-        verdict = spec.get("permissionDecision")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    spec = answer.get("hookSpecificOutput")
+    if isinstance(spec, dict) and spec.get("hookEventName") == "PreToolUse":
+        verdict = spec.get("permissionDecision")
         return verdict == "deny", f"permissionDecision {verdict!r}"
     return False, "no permissionDecision"

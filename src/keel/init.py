@@ -142,7 +142,7 @@ def init_workspace(
     if preset not in PRESETS:
         raise UsageError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     config_path = root / CONFIG_NAME
-    text = render_config(preset, scope, rules)  # pyright: ignore[reportArgumentType]
+    text = render_config(preset, scope, rules)
     if os.path.lexists(root) and not root.is_dir():
         raise WorkspaceError(f"cannot initialise {root}: not a directory", code="workspace.init")
     try:  # everything that can fail on a broken workspace before the first write

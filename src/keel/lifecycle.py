@@ -352,13 +352,13 @@ def _held(session_id: str, data: dict[str, Any] | None) -> MonitorStop | None:
     monitor = data.get("monitor") if isinstance(data, dict) else None
     if not isinstance(monitor, dict):
         return None
-    stopped, replan = monitor.get("stopped"), monitor.get("replan")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    stopped, replan = monitor.get("stopped"), monitor.get("replan")
     if not stopped and not replan:
         return None
-    detector = monitor.get("stop_detector") or monitor.get("replan_detector")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    detector = monitor.get("stop_detector") or monitor.get("replan_detector")
     return MonitorStop(
         session_id,
-        str(stopped) if stopped else None,  # pyright: ignore[reportUnknownArgumentType]
-        str(detector) if detector else None,  # pyright: ignore[reportUnknownArgumentType]
-        str(replan) if replan else None,  # pyright: ignore[reportUnknownArgumentType]
+        str(stopped) if stopped else None,
+        str(detector) if detector else None,
+        str(replan) if replan else None,
     )

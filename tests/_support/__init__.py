@@ -17,9 +17,9 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast
 
 if TYPE_CHECKING:
     from keel.hook.protocol import Agent
@@ -34,6 +34,20 @@ TIMEOUT = 300.0
 HookVia = Literal["registered", "launcher", "keel"]
 
 
+def require_all() -> bool:
+    """True in CI: optional material and tools must be present, not skipped."""
+    return os.environ.get("KEEL_REQUIRE_ALL") == "1"
+
+
+def skip_or_fail(reason: str) -> NoReturn:
+    """Skip locally; fail when KEEL_REQUIRE_ALL=1 (CI)."""
+    import pytest
+
+    if require_all():
+        pytest.fail(f"required in CI: {reason}")
+    pytest.skip(reason)
+
+
 def keel_env(env: Mapping[str, str] | None = None, *, hookd: bool = False) -> dict[str, str]:
     """The environment of a keel process a test starts (see the module), then ``env``."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(MODEL_PREFIXES)}
@@ -43,7 +57,7 @@ def keel_env(env: Mapping[str, str] | None = None, *, hookd: bool = False) -> di
 
 
 def keel(
-    *args: str,
+    *args: str | bytes,
     cwd: Path | None = None,
     workspace: Path | None = None,
     env: Mapping[str, str] | None = None,
@@ -55,10 +69,10 @@ def keel(
     """``keel ARGS`` as a subprocess in ``cwd`` (default: the test's), ``env`` added.
 
     ``workspace``: ``keel --workspace WORKSPACE ARGS``, in ``workspace`` unless ``cwd`` says
-    otherwise. ``input`` is its stdin (none: ``/dev/null``, so a command that reads stdin
-    never waits on the test's). Output is decoded as text mode would, but never fails:
-    hostile input can make keel echo bytes that are not UTF-8. ``check``: a nonzero exit
-    fails the test, with keel's stderr.
+    otherwise. An argument may be bytes (argv that is not UTF-8). ``input`` is its stdin
+    (none: ``/dev/null``, so a command that reads stdin never waits on the test's). Output is
+    decoded as text mode would, but never fails: hostile input can make keel echo bytes that
+    are not UTF-8. ``check``: a nonzero exit fails the test, with keel's stderr.
     """
     assert Path(KEEL).is_file(), f"console script missing: {KEEL}"
     named = ["--workspace", str(workspace)] if workspace else []
@@ -170,7 +184,7 @@ def _hook_argv(event: str, agent: str, workspace: Path, via: HookVia, flag: bool
 
 
 def _run(
-    argv: list[str],
+    argv: Sequence[str | bytes],
     *,
     cwd: Path | None,
     env: dict[str, str],

@@ -59,8 +59,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from client_harness import Run, Turn, keel_command, make_base, new_project, run_client
+from client_harness import Run, Turn, make_base, new_project, run_client
 
+from _support import keel
 from keel.hook.install import SETTINGS
 
 AGENTS = ("claude", "codex", "gemini")
@@ -682,11 +683,17 @@ class Observer:
 
 
 def _read(path: Path) -> str:
+    # Never through a symlink: a race attack keeps re-planting links to ~/.ssh/id_rsa, and
+    # reading the host's key through one (outside the sandbox) is not a copy the agent made.
     try:
-        with open(path, "rb") as fh:
-            return fh.read(2_000_000).decode("utf-8", "replace")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         return ""
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            return fh.read(2_000_000).decode("utf-8", "replace")
+        except OSError:
+            return ""
 
 
 # -- journal ---------------------------------------------------------------------------------
@@ -786,12 +793,7 @@ def _same_call(subject: str, call: CallRecord) -> bool:
 
 
 def keel_verify(project: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*keel_command(), "verify", "--workspace", str(project)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return keel("verify", "--workspace", str(project))
 
 
 def end_run(project: Path) -> int:
@@ -800,13 +802,7 @@ def end_run(project: Path) -> int:
     from keel.sandbox.exec.contain import kill_contained
 
     left = kill_contained(project)
-    subprocess.run(
-        [*keel_command(), "hookd", "stop", "--workspace", str(project)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=30,
-    )
+    keel("hookd", "stop", "--workspace", str(project), timeout=30)
     return left
 
 

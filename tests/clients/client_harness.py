@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "fakes"))
 
 from fake_models import FakeModel, Turn
 
+from _support import keel, make_workspace
 from keel.hook.install import install_hooks
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,12 +67,6 @@ def client_binary(agent: str) -> Path:
             "KEEL_REQUIRE_ALL"
         ) == "1" else pytest.skip("no node")
     return path
-
-
-def keel_command() -> list[str]:
-    """keel from this interpreter's environment (the console script next to it)."""
-    script = Path(sys.executable).parent / "keel"
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "keel.cli._entry"]
 
 
 @dataclass
@@ -116,21 +111,7 @@ class Run:
 
 
 def new_project(base: Path, keel_toml: str, files: dict[str, str] | None = None) -> Path:
-    project = base / "proj"
-    project.mkdir(parents=True)
-    project.chmod(0o755)
-    (project / "keel.toml").write_text(keel_toml)
-    for name, text in (files or {}).items():
-        path = project / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    git = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
-    subprocess.run([*git, "init", "-q"], cwd=project, check=True)
-    subprocess.run([*git, "add", "-A"], cwd=project, check=True)
-    subprocess.run(
-        [*git, "commit", "-q", "-m", "initial", "--allow-empty"], cwd=project, check=True
-    )
-    return project
+    return make_workspace(base / "proj", keel_toml=keel_toml, files=files, commit=True)
 
 
 def make_base() -> Path:
@@ -186,12 +167,7 @@ def run_client(
         install_hooks(project, agent, keel_command=hook_cmd)
     elif install:
         # what a user does: `keel init --agent AGENT` in the repository
-        init = subprocess.run(
-            [*keel_command(), "init", "--agent", agent, "--workspace", str(project)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        init = keel("init", "--agent", agent, "--workspace", str(project))
         assert init.returncode == 0, init.stderr
     home = project.parent / f"home-{agent}"
     home.mkdir(exist_ok=True)

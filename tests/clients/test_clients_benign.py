@@ -41,7 +41,9 @@ from attack_harness import (
     record_rows,
     require_sandbox,
 )
-from client_harness import Turn, client_binary, keel_command, run_client
+from client_harness import Turn, client_binary, run_client
+
+from _support import keel
 
 pytestmark = [pytest.mark.clients, pytest.mark.slow]
 
@@ -283,12 +285,7 @@ def prepare_repository(world: World) -> None:
     """keel's hooks committed with the project (as a team would), branch ``main``,
     ``feature-a`` and ``topic`` with a commit each, and a bare ``origin`` next to it."""
     project = world.project
-    init = subprocess.run(
-        [*keel_command(), "init", "--agent", "claude", "--workspace", str(project)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    init = keel("init", "--agent", "claude", "--workspace", str(project))
     assert init.returncode == 0, init.stderr
     _git(project, "add", "-A")
     _git(project, "commit", "-q", "-m", "fixtures", "--allow-empty")

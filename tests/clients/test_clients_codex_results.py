@@ -9,13 +9,13 @@ not installed, failing instead when KEEL_REQUIRE_ALL=1.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from client_harness import Turn, keel_command, make_base, new_project, run_client
+from client_harness import Turn, make_base, new_project, run_client
 
+from _support import keel
 from keel.core.events import DiagnosticPayload, Event, ToolCallPayload, ToolResultPayload
 
 pytestmark = [pytest.mark.clients, pytest.mark.slow]
@@ -90,11 +90,6 @@ def test_a_repeatedly_failing_codex_command_gets_the_failure_guidance(base: Path
     assert "failed 3 times in a row" in run.told_model, run.diagnose()
     assert "No such file or directory" in run.told_model
     (session,) = {e.session_id for e in events if e.kind == "tool.result"}
-    show = subprocess.run(
-        [*keel_command(), "show", session, "--workspace", str(project)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    show = keel("show", session, "--workspace", str(project))
     assert show.returncode == 0, show.stderr
     assert "failure: `ls does-not-exist` failed 3 times in a row" in show.stdout, show.stdout

@@ -14,7 +14,6 @@ Both are checked by effect: the marker file the call would write is not there.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -23,8 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from client_harness import Turn, codex_home, keel_command, make_base, new_project, run_client
+from client_harness import Turn, codex_home, make_base, new_project, run_client
 
+from _support import keel
 from keel.hook.install import SETTINGS
 
 pytestmark = [pytest.mark.clients, pytest.mark.slow]
@@ -41,19 +41,6 @@ def base() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def keel(
-    project: Path, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*keel_command(), *args],
-        cwd=project,
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-
-
 def test_codex_doctor_fails_until_trust_then_the_outside_write_is_blocked(base: Path) -> None:
     project = new_project(base, KEEL_TOML)
     precious = base / "precious"
@@ -62,10 +49,10 @@ def test_codex_doctor_fails_until_trust_then_the_outside_write_is_blocked(base: 
     write_outside = _shell("codex", f"echo pwned > {marker}")
     env = {"CODEX_HOME": str(codex_home(project))}
 
-    init = keel(project, "init", "--agent", "codex", env=env)
+    init = keel("init", "--agent", "codex", cwd=project, env=env)
     assert init.returncode == 0, init.stderr
     assert "Codex does not trust" in init.stderr and "--trust" in init.stderr
-    doctor = keel(project, "doctor", "--agent", "codex", env=env)
+    doctor = keel("doctor", "--agent", "codex", cwd=project, env=env, hookd=True)
     assert doctor.returncode == 1, doctor.stdout
     assert "NOT guarded" in doctor.stdout and "does not trust" in doctor.stdout
 
@@ -74,12 +61,12 @@ def test_codex_doctor_fails_until_trust_then_the_outside_write_is_blocked(base: 
     assert marker.read_text() == "pwned\n", run.diagnose()
     marker.unlink()
 
-    trust = keel(project, "init", "--agent", "codex", "--trust", env=env)
+    trust = keel("init", "--agent", "codex", "--trust", cwd=project, env=env)
     assert trust.returncode == 0, trust.stderr
     assert "recorded trust" in trust.stdout
     config = (codex_home(project) / "config.toml").read_text()
     assert 'sandbox_mode = "danger-full-access"' in config  # the user's own setting stays
-    doctor = keel(project, "doctor", "--agent", "codex", env=env)
+    doctor = keel("doctor", "--agent", "codex", cwd=project, env=env, hookd=True)
     assert doctor.returncode == 0, doctor.stdout
 
     run = run_client("codex", project, [write_outside], install=False, codex_trusted=False)
@@ -121,7 +108,7 @@ def test_a_shell_call_is_blocked_once_keels_interpreter_is_gone(agent: str, base
     run = run_client(agent, project, [_shell(agent, "touch made.txt")], install=False)
     assert not (project / "made.txt").exists(), run.diagnose()
     assert "keel: the hook could not run (exit 127)" in run.told_model, run.diagnose()
-    doctor = keel(project, "doctor", "--agent", agent)
+    doctor = keel("doctor", "--agent", agent, cwd=project, hookd=True)
     assert doctor.returncode == 1, doctor.stdout
     assert f"{python} does not exist" in doctor.stdout
 

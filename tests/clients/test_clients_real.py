@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from client_harness import Turn, keel_command, make_base, new_project, run_client
+from client_harness import Turn, make_base, new_project, run_client
+
+from _support import keel
 
 pytestmark = [pytest.mark.clients, pytest.mark.slow]
 
@@ -201,12 +202,7 @@ def test_rollback_restores_what_a_shell_command_changed(agent: str, base: Path) 
     run = run_client(agent, project, [shell(agent, "echo changed > notes.txt")])
     assert (project / "notes.txt").read_text() == "changed\n", run.diagnose()
     (session,) = _journal_sessions(project)
-    proc = subprocess.run(
-        [*keel_command(), "rollback", "--session", session, "--workspace", str(project)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = keel("rollback", "--session", session, "--workspace", str(project))
     assert proc.returncode == 0, proc.stderr
     assert (project / "notes.txt").read_text() == "original\n"
 
@@ -239,19 +235,12 @@ def test_keel_show_reads_like_the_run_with_decisions_guidance_and_checkpoints(
     ]
     run = run_client(agent, project, turns)
     (session,) = _journal_sessions(project)
-    show = subprocess.run(
-        [*keel_command(), "show", session, "--workspace", str(project)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    show = keel("show", session, "--workspace", str(project))
     assert show.returncode == 0, show.stderr
     timeline = show.stdout
     assert "DENY [risk.git_reset_hard]" in timeline, run.diagnose()
     assert "touch made.txt" in timeline and "ALLOW" in timeline
     assert "checkpoint" in timeline
     assert "guidance" in timeline and "monitor" in timeline.lower(), timeline
-    verify = subprocess.run(
-        [*keel_command(), "verify", "--workspace", str(project)], capture_output=True, text=True
-    )
+    verify = keel("verify", "--workspace", str(project))
     assert verify.returncode == 0, verify.stdout

@@ -23,10 +23,11 @@ from client_harness import (
     Turn,
     _claude,  # pyright: ignore[reportPrivateUsage]
     client_binary,
-    keel_command,
     make_base,
     new_project,
 )
+
+from _support import KEEL, keel
 
 pytestmark = [pytest.mark.clients, pytest.mark.slow]
 
@@ -105,12 +106,7 @@ def wrapped_claude(
     """``keel init`` a project, then ``keel wrap ... -- claude -p`` against a fake model."""
     binary = client_binary("claude")
     project = new_project(base, KEEL_TOML, files)
-    init = subprocess.run(
-        [*keel_command(), "init", "--agent", "claude", "--workspace", str(project)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    init = keel("init", "--agent", "claude", "--workspace", str(project))
     assert init.returncode == 0, init.stderr
     home = base / "home"
     (home / ".ssh").mkdir(parents=True)
@@ -120,7 +116,7 @@ def wrapped_claude(
     with FakeModel("anthropic", turns, final_text="Finished.") as model:
         argv, env = _claude(binary, home, model, "do the task", "Bash")
         hosts = ["--allow-host", f"127.0.0.1:{model.port}"] if allow_host else []
-        wrap = [*keel_command(), "wrap", "--workspace", str(project), *hosts, "--"]
+        wrap = [KEEL, "wrap", "--workspace", str(project), *hosts, "--"]
         proc = subprocess.run(
             [*wrap, *argv],
             cwd=project,

@@ -94,3 +94,30 @@ def test_keel_installed_inside_the_workspace_is_protected(workdir: Path) -> None
     globs = own_installation(str(prefix.parent))  # a project holding keel's venv
     assert globs[:2] == (prefix.name, f"{prefix.name}/**")
     assert own_installation(str(workdir)) == ()
+
+
+def test_no_other_module_keeps_a_table_of_protected_paths() -> None:
+    """``keel.core.protected.ENTRIES`` is the one table: policy, ``keel exec`` and diff read it.
+
+    A literal collection elsewhere that names protected paths is a second copy that would
+    drift; the two that remain hold a different fact under the same names, each named here.
+    """
+    import ast
+
+    src = Path(__file__).resolve().parents[2] / "src" / "keel"
+    protected = {entry.path for entry in ENTRIES}
+    other_facts = {
+        "sandbox/exec/_view.py": "HOME's secrets, hidden in the sandbox's HOME",
+        "sandbox/wrap/_clients.py": "the files of a client's own state that keel wrap keeps",
+    }
+    found: set[str] = set()
+    for path in src.rglob("*.py"):
+        where = path.relative_to(src).as_posix()
+        if where == "core/protected.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Tuple | ast.List | ast.Set):
+                names = {e.value for e in node.elts if isinstance(e, ast.Constant)}
+                if len(names & protected) >= 2:
+                    found.add(where)
+    assert found == set(other_facts)

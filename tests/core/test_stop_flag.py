@@ -7,9 +7,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from conftest import skip_or_fail
-
 import keel
+from _support import skip_or_fail
 from keel.core.stop import set_stop, stop_reason, stop_set
 
 

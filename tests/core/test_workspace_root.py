@@ -19,16 +19,14 @@ import ast
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from keel.hook.install import default_keel_command
+from _support import hook, keel
 from keel.journal import read_journal
 
-KEEL = str(Path(sys.executable).with_name("keel"))
 SRC = Path(__file__).resolve().parents[2] / "src" / "keel"
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t",
@@ -38,13 +36,10 @@ GIT_ENV = {
 }
 
 
-def _env(**extra: str) -> dict[str, str]:
-    # KEEL_HOOKD=0: every hook call is decided in its own process, no daemon outlives the test
-    return {**os.environ, "KEEL_HOOKD": "0", **extra}
-
-
 def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, env=_env(**GIT_ENV), capture_output=True, check=True)
+    subprocess.run(
+        ["git", *args], cwd=cwd, env={**os.environ, **GIT_ENV}, capture_output=True, check=True
+    )
 
 
 def _repo(path: Path) -> Path:
@@ -103,32 +98,10 @@ LAYOUTS: list[Callable[[Path], tuple[Path, Path]]] = [
 # -- the three processes ------------------------------------------------------------------------
 
 
-def keel(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The ``keel`` command line, started in ``cwd``."""
-    return subprocess.run(
-        [KEEL, *args], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=120
-    )
-
-
-def hook(cwd: Path, tool_use_id: str) -> tuple[int, str]:
+def pre_tool(cwd: Path, tool_use_id: str) -> tuple[int, str]:
     """Claude Code's pre-tool hook for ``ls``, as registered, in a client started in ``cwd``."""
-    payload = {
-        "session_id": "s-root",
-        "cwd": str(cwd),
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Bash",
-        "tool_input": {"command": "ls"},
-        "tool_use_id": tool_use_id,
-    }
-    done = subprocess.run(
-        [*default_keel_command(), "hook", "PreToolUse", "--agent", "claude"],
-        cwd=cwd,
-        env=_env(CLAUDE_PROJECT_DIR=str(cwd)),
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    payload = {"tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": tool_use_id}
+    done = hook("PreToolUse", payload, workspace=cwd, session="s-root", via="launcher")
     assert done.returncode in (0, 2), done.stderr
     if done.returncode == 2 or not done.stdout.strip():
         return done.returncode, done.stderr
@@ -141,22 +114,22 @@ def test_the_hook_the_cli_and_keel_exec_share_one_root(
     workdir: Path, layout: Callable[[Path], tuple[Path, Path]]
 ) -> None:
     start, root = layout(workdir)
-    status = keel(start, "status", "--json")
+    status = keel("status", "--json", cwd=start)
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["root"] == str(root)
 
-    stop = keel(start, "stop", "--reason", "drill 23")
+    stop = keel("stop", "--reason", "drill 23", cwd=start)
     assert stop.returncode == 0, stop.stderr
     assert (root / ".keel" / "STOP").is_file()
-    _, answer = hook(start, "t-stopped")
+    _, answer = pre_tool(start, "t-stopped")
     assert '"deny"' in answer and "drill 23" in answer
-    refused = keel(start, "exec", "--", "pwd")
+    refused = keel("exec", "--", "pwd", cwd=start)
     assert refused.returncode == 126 and "drill 23" in refused.stderr
-    assert keel(start, "resume").returncode == 0
+    assert keel("resume", cwd=start).returncode == 0
 
-    _, answer = hook(start, "t-resumed")
+    _, answer = pre_tool(start, "t-resumed")
     assert '"allow"' in answer and f"--workspace {root} " in answer  # the rewrite names it too
-    ran = keel(start, "exec", "--", "pwd")
+    ran = keel("exec", "--", "pwd", cwd=start)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == str(start)
     assert (root / ".keel" / "exec").is_dir()

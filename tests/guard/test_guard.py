@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from _support import keel
 from keel.core.calls import ToolCall, ToolResult
 from keel.core.decision import Decision
 from keel.core.events import trace_id_for
@@ -122,20 +123,14 @@ def test_stop_set_here_denies_in_another_process(workdir: Path) -> None:
 
 
 def test_stop_via_cli_denies_policy_check_in_another_process(workdir: Path) -> None:
-    keel = Path(sys.executable).with_name("keel")
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        cmd = [str(keel), "--workspace", str(workdir), *args]
-        return subprocess.run(cmd, capture_output=True, text=True)
-
-    assert run("stop", "--reason", "audit").returncode == 0
-    out = run("policy", "check", "--json", "--", "ls")
+    assert keel("stop", "--reason", "audit", workspace=workdir).returncode == 0
+    out = keel("policy", "check", "--json", "--", "ls", workspace=workdir)
     assert out.returncode == 0, out.stderr
     assert '"deny"' in out.stdout and "audit" in out.stdout
-    status = run("status")
+    status = keel("status", workspace=workdir)
     assert "audit" in status.stdout
-    assert run("resume").returncode == 0
-    assert '"allow"' in run("policy", "check", "--json", "--", "ls").stdout
+    assert keel("resume", workspace=workdir).returncode == 0
+    assert '"allow"' in keel("policy", "check", "--json", "--", "ls", workspace=workdir).stdout
 
 
 def test_observe_journals_result_linked_to_call(workdir: Path) -> None:

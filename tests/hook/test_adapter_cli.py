@@ -1,23 +1,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import typer
 from typer.testing import CliRunner
 
+from _support import keel
 from keel.cli import hook as hook_cli
 
 HEAVY = ("typer", "pydantic", "rich", "yaml", "click")
-
-
-def _hook(
-    args: list[str], stdin: bytes, cwd: Path, *extra: str
-) -> subprocess.CompletedProcess[bytes]:
-    argv = [sys.executable, *extra, "-m", "keel.cli._entry", "hook", *args]
-    return subprocess.run(argv, input=stdin, cwd=cwd, capture_output=True, check=False)
 
 
 def test_usage_errors_fail_closed_with_exit_2(workdir: Path) -> None:
@@ -28,42 +20,34 @@ def test_usage_errors_fail_closed_with_exit_2(workdir: Path) -> None:
         ["PreToolUse", "--agent", "claude", "--bogus"],
         ["PreToolUse", "--agent", "claude", "--deadline", "soon"],
     ):
-        proc = _hook(args, b"{}", workdir)
+        proc = keel("hook", *args, input="{}", cwd=workdir)
         assert proc.returncode == 2, args
-        assert b"blocked to be safe" in proc.stderr and b"usage: keel hook" in proc.stderr
+        assert "blocked to be safe" in proc.stderr and "usage: keel hook" in proc.stderr
 
 
 def test_bad_stdin_fails_closed_through_the_console_entry(workdir: Path) -> None:
-    proc = _hook(
-        ["PreToolUse", "--agent", "claude", "--workspace", str(workdir)], b"{nope", workdir
-    )
-    assert proc.returncode == 2 and proc.stdout == b""
-    assert b"payload.json" in proc.stderr
+    args = ["PreToolUse", "--agent", "claude", "--workspace", str(workdir)]
+    proc = keel("hook", *args, input="{nope", cwd=workdir)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "payload.json" in proc.stderr
 
 
 def test_fail_open_flag_passes_and_is_recorded(workdir: Path) -> None:
-    proc = _hook(
-        ["BeforeTool", "--agent", "gemini", "--fail-open", "--workspace", str(workdir)],
-        b"",
-        workdir,
-    )
-    assert proc.returncode == 0 and proc.stdout.strip() == b"{}"
+    args = ["BeforeTool", "--agent", "gemini", "--fail-open", "--workspace", str(workdir)]
+    proc = keel("hook", *args, input="", cwd=workdir)
+    assert proc.returncode == 0 and proc.stdout.strip() == "{}"
     (line,) = (workdir / ".keel" / "hook-errors.jsonl").read_text().splitlines()
     assert json.loads(line)["fail_open"] is True
 
 
 def test_the_hook_path_does_not_import_typer_or_pydantic(workdir: Path) -> None:
-    proc = _hook(
-        ["PreToolUse", "--agent", "claude", "--workspace", str(workdir)],
-        b"{nope",
-        workdir,
-        "-X",
-        "importtime",
-    )
+    args = ["PreToolUse", "--agent", "claude", "--workspace", str(workdir)]
+    # -X importtime, for the console script: each import is listed on stderr
+    proc = keel("hook", *args, input="{nope", cwd=workdir, env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert proc.returncode == 2
     imported = {
         line.split("|")[-1].strip().split(".")[0]
-        for line in proc.stderr.decode().splitlines()
+        for line in proc.stderr.splitlines()
         if "|" in line
     }
     assert "keel" in imported
@@ -105,5 +89,5 @@ def test_a_missed_deadline_ends_the_process_with_a_block(workdir: Path) -> None:
         {"session_id": "d", "tool_name": "Bash", "tool_input": {"command": "touch x"}}
     )
     args = ["PreToolUse", "--agent", "claude", "--deadline", "0.001", "--workspace", str(workdir)]
-    proc = _hook(args, payload.encode(), workdir)
-    assert proc.returncode == 2 and b"hook.deadline" in proc.stderr and proc.stdout == b""
+    proc = keel("hook", *args, input=payload, cwd=workdir)
+    assert proc.returncode == 2 and "hook.deadline" in proc.stderr and proc.stdout == ""

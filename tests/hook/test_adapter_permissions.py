@@ -7,17 +7,14 @@ express it, and an error naming the keel form where it cannot; translated rules 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from _support import keel
 from keel.config import parse_config
 from keel.core.errors import ConfigError
 from keel.hook.permissions import claude_rule, read_permissions
-
-KEEL = str(Path(sys.executable).with_name("keel"))
 
 
 @pytest.mark.parametrize(
@@ -117,13 +114,7 @@ def test_claude_rules_in_keel_toml_are_translated_or_refused() -> None:
 
 
 def _check(project: Path, *argv: str) -> str:
-    proc = subprocess.run(
-        [KEEL, "--workspace", str(project), "policy", "check", "--", *argv],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return proc.stdout.split()[0]
+    return keel("policy", "check", "--", *argv, workspace=project).stdout.split()[0]
 
 
 def test_keel_init_imports_claude_rules_and_they_take_effect(workdir: Path) -> None:
@@ -138,9 +129,7 @@ def test_keel_init_imports_claude_rules_and_they_take_effect(workdir: Path) -> N
     )
     assert _check(workdir, "git", "status") == "allow"  # the developer preset, before
     assert _check(workdir, "./deploy.sh", "staging") == "ask"
-    out = subprocess.run(
-        [KEEL, "init", "--agent", "claude"], cwd=workdir, capture_output=True, text=True
-    )
+    out = keel("init", "--agent", "claude", cwd=workdir)
     assert out.returncode == 0, out.stderr
     assert "imported 3 of Claude Code's permission rules" in out.stdout
     assert "not imported: 1 rule" in out.stdout and "WebFetch(domain:evil.example)" in out.stdout
@@ -155,9 +144,7 @@ def test_keel_init_imports_claude_rules_and_they_take_effect(workdir: Path) -> N
 def test_keel_init_lists_rules_when_it_keeps_keel_toml(workdir: Path) -> None:
     (workdir / "keel.toml").write_text('[policy]\npreset = "developer"\n')
     _claude_settings(workdir, "settings.json", {"deny": ["Bash(curl:*)"]})
-    out = subprocess.run(
-        [KEEL, "init", "--agent", "claude"], cwd=workdir, capture_output=True, text=True
-    )
+    out = keel("init", "--agent", "claude", cwd=workdir)
     assert out.returncode == 0, out.stderr
     assert "were not imported; add them to its [policy] yourself" in out.stdout
     assert "deny = [" in out.stdout and '"curl",  # Bash(curl:*)' in out.stdout

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from _support import hook, keel, keel_env, make_workspace
 from keel.core.calls import ToolCall
 from keel.core.stop import set_stop
 from keel.guard import Guard
@@ -32,44 +33,34 @@ from keel.journal import open_journal
 DANGER = "rm -rf /"
 
 
-def _payload(command: str, n: int, session: str = "faults") -> bytes:
-    return json.dumps(
-        {
-            "session_id": session,
-            "hook_event_name": "PreToolUse",
-            "tool_name": "Bash",
-            "tool_input": {"command": command},
-            "tool_use_id": f"toolu_{n}",
-        }
-    ).encode()
+def _call(command: str, n: int) -> dict[str, Any]:
+    return {"tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": f"toolu_{n}"}
+
+
+def _payload(command: str, n: int) -> bytes:
+    """What a client writes to the hook's stdin (for a process the test holds open)."""
+    body = {"session_id": "faults", "hook_event_name": "PreToolUse", **_call(command, n)}
+    return json.dumps(body).encode()
 
 
 def _env(root: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KEEL_")}
-    env["KEEL_STATE_DIR"] = os.environ["KEEL_STATE_DIR"]
-    env["CLAUDE_PROJECT_DIR"] = str(root)
-    env.update(extra)
-    return env
+    return keel_env({"CLAUDE_PROJECT_DIR": str(root), **extra}, hookd=True)
 
 
 def _launcher(*args: str) -> list[str]:
     return [*default_keel_command(), "hook", "PreToolUse", "--agent", "claude", *args]
 
 
-def _hook(root: Path, command: str, n: int, **env: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        _launcher(),
-        input=_payload(command, n),
-        capture_output=True,
-        env=_env(root, **env),
-        cwd=root,
-        timeout=120,
-        check=False,
+def _hook(root: Path, command: str, n: int, **env: str) -> subprocess.CompletedProcess[str]:
+    """The registered launcher as Claude Code runs it, with the relay to hookd on."""
+    payload = _call(command, n)
+    return hook(
+        "PreToolUse", payload, workspace=root, via="launcher", session="faults", env=env, hookd=True
     )
 
 
-def _denied(proc: subprocess.CompletedProcess[bytes]) -> bool:
-    return proc.returncode == 2 or b'"deny"' in proc.stdout
+def _denied(proc: subprocess.CompletedProcess[str]) -> bool:
+    return proc.returncode == 2 or '"deny"' in proc.stdout
 
 
 def _decisions(root: Path, session: str = "faults") -> dict[str, list[str]]:
@@ -91,9 +82,9 @@ def _wait(what: str, check: Any, limit: float = 60.0) -> None:
 
 @pytest.fixture
 def workspace(workdir: Path) -> Path:
-    (workdir / "keel.toml").write_text('[policy]\npreset = "developer"\n')
-    (workdir / ".keel").mkdir()
-    return workdir
+    root = make_workspace(workdir, keel_toml='[policy]\npreset = "developer"\n')
+    (root / ".keel").mkdir()
+    return root
 
 
 @pytest.fixture
@@ -204,8 +195,8 @@ def test_a_socket_answering_another_exit_code_is_never_passed_on(
     finally:
         fake.close()
     assert fake.requests, "the relay did ask the (authenticated) daemon"
-    assert allowed.returncode == 0 and b"deny" not in allowed.stdout, allowed
-    assert denied.returncode in (0, 2) and b"risk.rm_recursive" in denied.stdout, denied
+    assert allowed.returncode == 0 and "deny" not in allowed.stdout, allowed
+    assert denied.returncode in (0, 2) and "risk.rm_recursive" in denied.stdout, denied
 
 
 def test_a_socket_keel_did_not_start_is_never_asked(workspace: Path) -> None:
@@ -216,7 +207,7 @@ def test_a_socket_keel_did_not_start_is_never_asked(workspace: Path) -> None:
         denied = _hook(workspace, DANGER, 1)
     finally:
         fake.close()
-    assert _denied(denied) and b"risk.rm_recursive" in denied.stdout, denied
+    assert _denied(denied) and "risk.rm_recursive" in denied.stdout, denied
     assert all(r == b"" for r in fake.requests), "the impostor got no request"
 
 
@@ -228,7 +219,7 @@ def test_under_the_stop_no_socket_is_asked_even_an_authenticated_one(workspace: 
         stopped = _hook(workspace, "ls", 1)
     finally:
         fake.close()
-    assert _denied(stopped) and b"stop.active" in stopped.stdout, stopped
+    assert _denied(stopped) and "stop.active" in stopped.stdout, stopped
     assert fake.requests == []
 
 
@@ -240,7 +231,7 @@ def test_a_stopped_daemon_during_a_burst_is_replaced_and_nothing_is_journaled_tw
 ) -> None:
     assert _hook(workspace, "ls", 0).returncode == 0  # the daemon answers
     calls = 12
-    results: dict[int, subprocess.CompletedProcess[bytes]] = {}
+    results: dict[int, subprocess.CompletedProcess[str]] = {}
 
     def run(n: int) -> None:
         # distinct commands: the same `ls` five times in a row (as the threads happen to be
@@ -260,8 +251,8 @@ def test_a_stopped_daemon_during_a_burst_is_replaced_and_nothing_is_journaled_tw
     # Every call was decided (by the daemon before the stop, else in process) within its
     # deadline: a call that was not would have failed closed with hook.deadline.
     for n, proc in results.items():
-        assert proc.returncode == 0 and b"deny" not in proc.stdout, (n, proc.stderr)
-        assert b"hook.deadline" not in proc.stderr
+        assert proc.returncode == 0 and "deny" not in proc.stdout, (n, proc.stderr)
+        assert "hook.deadline" not in proc.stderr
     assert daemon.wait(timeout=30) == -signal.SIGKILL  # replaced: killed by a hook's relay
     decisions = _decisions(workspace)
     for n in range(0, calls + 1):
@@ -274,20 +265,14 @@ def test_a_daemon_stopped_while_holding_the_journal_lock_costs_no_call(
     assert _hook(workspace, "ls", 0).returncode == 0
     os.kill(daemon.pid, signal.SIGSTOP)
     got = _hook(workspace, "touch after-stop", 1, KEEL_HOOK_DEADLINE="2")
-    assert got.returncode == 0 and b"deny" not in got.stdout, got.stderr
+    assert got.returncode == 0 and "deny" not in got.stdout, got.stderr
     assert (workspace / ".keel" / wire.PID_NAME).exists() or daemon.poll() is not None
     assert _decisions(workspace)["toolu_1"] == ["allow"]
 
 
 def test_hookd_stop_removes_a_hung_daemon(workspace: Path, daemon: subprocess.Popen[bytes]) -> None:
     os.kill(daemon.pid, signal.SIGSTOP)
-    proc = subprocess.run(
-        [sys.executable, "-m", "keel.cli._entry", "hookd", "stop", "--workspace", str(workspace)],
-        capture_output=True,
-        env=_env(workspace),
-        timeout=60,
-        check=False,
-    )
+    proc = keel("hookd", "stop", "--workspace", str(workspace), hookd=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert daemon.wait(timeout=30) != 0  # gone, although it could not take a SIGTERM
 

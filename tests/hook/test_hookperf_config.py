@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from _support import keel_env
 from keel.config import KeelConfig, PolicyConfig, config_for, load_config
 from keel.core.configview import ConfigView, FrozenList, config_data, config_view
 from keel.core.errors import ConfigError, UsageError
@@ -212,11 +213,7 @@ def hook_process(
         "tool_input": {"command": command},
         "tool_use_id": f"toolu_{n}",
     }
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith("KEEL_") or k == "KEEL_STATE_DIR"
-    }
-    env["KEEL_HOOKD"] = "1" if daemon else "0"
-    env.update(extra_env or {})
+    env = keel_env({"KEEL_HOOKD": "1" if daemon else "0", **(extra_env or {})})
     out = root.parent / f"{root.name}-probe-{n}.json"
     try:
         proc = subprocess.run(
@@ -235,17 +232,13 @@ def hook_process(
     return result
 
 
-def _hook(root: Path, command: str, n: int) -> dict[str, Any]:
-    return hook_process(root, command, n)
-
-
 @pytest.mark.parametrize("with_toml", [True, False])
 def test_hook_for_ls_imports_nothing_heavy(workdir: Path, with_toml: bool) -> None:
     if with_toml:
         _write(workdir / "keel.toml", '[policy]\npreset = "developer"\n')
-    first = _hook(workdir, "ls", 1)  # validates once and fills the cache
+    first = hook_process(workdir, "ls", 1)  # validates once and fills the cache
     assert first["rc"] == 0 and "deny" not in first["out"], first
-    second = _hook(workdir, "ls", 2)
+    second = hook_process(workdir, "ls", 2)
     assert second["rc"] == 0 and "deny" not in second["out"], second
     heavy = [m for m in second["modules"] if m.split(".")[0] in HEAVY]
     assert heavy == []
@@ -256,11 +249,11 @@ def test_hook_for_ls_imports_nothing_heavy(workdir: Path, with_toml: bool) -> No
 def test_hook_denies_with_the_config_error_when_keel_toml_breaks(workdir: Path) -> None:
     toml = workdir / "keel.toml"
     _write(toml, '[policy]\npreset = "developer"\n')
-    assert _hook(workdir, "ls", 1)["rc"] == 0
+    assert hook_process(workdir, "ls", 1)["rc"] == 0
     _write(toml, '[policy]\npreset = "developer"\nbogus = 1\n')
     for n in (2, 3):
-        broken = _hook(workdir, "ls", n)
+        broken = hook_process(workdir, "ls", n)
         assert broken["rc"] == 2, broken
         assert "config.schema" in broken["err"] and "bogus" in broken["err"]
     _write(toml, '[policy]\npreset = "developer"\n')
-    assert _hook(workdir, "ls", 4)["rc"] == 0
+    assert hook_process(workdir, "ls", 4)["rc"] == 0

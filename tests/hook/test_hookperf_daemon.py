@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from _support import keel_env, make_workspace
 from keel.core.stop import clear_stop, set_stop
 from keel.hook import relay as relay_mod
 from keel.hook import wire
@@ -49,18 +49,14 @@ def _wait(what: str, check: Any, limit: float = 30.0) -> None:
 
 
 def _daemon_env(idle: str = "120") -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith("KEEL_") or k == "KEEL_STATE_DIR"
-    }
-    env["KEEL_HOOKD_IDLE"] = idle
-    return env
+    return keel_env({"KEEL_HOOKD_IDLE": idle}, hookd=True)
 
 
 @pytest.fixture
 def workspace(workdir: Path) -> Path:
-    (workdir / "keel.toml").write_text('[policy]\npreset = "developer"\n')
-    (workdir / ".keel").mkdir()
-    return workdir
+    root = make_workspace(workdir, keel_toml='[policy]\npreset = "developer"\n')
+    (root / ".keel").mkdir()
+    return root
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _support import keel
 from keel.core.events import (
     CheckpointPayload,
     DataPayload,
@@ -24,7 +25,6 @@ from keel.journal import journal_path, open_journal
 
 WRITER = Path(__file__).resolve().parent / "journal_writer.py"
 CHILD = Path(__file__).resolve().parent / "journal_child.py"
-KEEL = Path(sys.executable).with_name("keel")
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 T0 = 1_700_000_000.25
 
@@ -151,9 +151,4 @@ def child_cmd(*args: object) -> list[str]:
 
 def keel_verify(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     """The real ``keel verify`` command, as a user runs it."""
-    return subprocess.run(
-        [str(KEEL), "verify", "--workspace", str(root), *extra],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return keel("verify", "--workspace", str(root), *extra, timeout=120)

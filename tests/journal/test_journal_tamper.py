@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from journal_helpers import fill, tamper
+from journal_helpers import fill, keel_verify, tamper
 
 from keel.journal import open_journal
 
@@ -94,10 +92,9 @@ def test_appending_after_a_deleted_tail_does_not_hide_it(root: Path, cli: Cli) -
 
 def test_real_keel_command_names_the_tampered_row(root: Path) -> None:
     fill(root)
-    entry = [sys.executable, "-m", "keel.cli._entry"]
-    clean = subprocess.run([*entry, "verify", "-w", str(root)], capture_output=True, text=True)
+    clean = keel_verify(root)
     assert clean.returncode == 0, clean.stderr
     tamper(root, "UPDATE events SET agent = 'someone-else' WHERE seq = 3")
-    broken = subprocess.run([*entry, "verify", "-w", str(root)], capture_output=True, text=True)
+    broken = keel_verify(root)
     assert broken.returncode == 1, broken.stderr
     assert "seq 3: chain.hash_mismatch" in broken.stdout

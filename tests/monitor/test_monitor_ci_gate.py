@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import typer
 from typer.testing import CliRunner
 
+from _support import keel
 from keel.cli.monitor import register
 from keel.config import parse_config
 from keel.core.errors import UsageError
@@ -22,7 +21,6 @@ SAMPLES = Path(__file__).resolve().parent / "samples"
 BARE = SAMPLES / "mini_swe_agent_messages.traj.json"
 WRAPPED = SAMPLES / "mini_swe_agent.traj.json"
 TOOLCALLS = SAMPLES / "mini_swe_agent_toolcalls.traj.json"
-KEEL = Path(sys.executable).parent / "keel"
 BARE_EXPECTED = [
     (6, "failure", "hint"),
     (7, "repeat", "hint"),
@@ -193,11 +191,9 @@ def test_unreadable_file_is_an_error_not_a_pass(workdir: Path) -> None:
 
 def test_real_cli_exit_code(workdir: Path) -> None:
     """The console script, as CI runs it."""
-    assert KEEL.is_file(), f"console script missing: {KEEL}"
-    proc = subprocess.run(
-        [str(KEEL), "monitor", "scan", str(BARE), "--fail-on", "correct", "-w", str(workdir)],
-        capture_output=True, text=True, cwd=workdir, timeout=60,
-    )  # fmt: skip
+    proc = keel(
+        "monitor", "scan", str(BARE), "--fail-on", "correct", "-w", str(workdir), cwd=workdir
+    )
     assert proc.returncode == FAIL_EXIT, proc.stdout + proc.stderr
     assert "the scan fails (exit 3)" in proc.stdout
 

@@ -11,12 +11,12 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from _support import hook as call_hook
+from _support import make_workspace
 from keel.policy import Policy
 from keel.policy._core import Engine
 from keel.policy._rules import normalise
@@ -25,7 +25,6 @@ from keel.policy._snapshot import default_snapshot
 
 # -- a workspace of links, and the real hook -------------------------------------------
 
-KEEL = Path(sys.executable).with_name("keel")
 PRESETS = ("developer", "strict")
 COMBOS = [(p, c) for p in PRESETS for c in (False, True)]
 SECRET = "KEY=s3cret-issue-14"
@@ -35,14 +34,14 @@ GIT_CONFIG = "[core]\n\tbare = false\n"
 def linked_workspace(parent: Path) -> Path:
     """A workspace named ``ws`` with control files, a secret and symlinks to all of them."""
     parent.chmod(0o755)
-    ws = parent / "ws"
-    (ws / "src").mkdir(parents=True)
-    (ws / "src" / "app.py").write_text("x = 1\n")
-    (ws / ".git" / "hooks").mkdir(parents=True)
-    (ws / ".git" / "config").write_text(GIT_CONFIG)
-    (ws / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
-    (ws / ".env").write_text(SECRET + "\n")
-    (ws / "keel.toml").write_text('[policy]\npreset = "developer"\n')
+    files = {
+        "src/app.py": "x = 1\n",
+        ".git/config": GIT_CONFIG,
+        ".git/HEAD": "ref: refs/heads/main\n",
+        ".env": SECRET + "\n",
+    }
+    ws = make_workspace(parent / "ws", keel_toml='[policy]\npreset = "developer"\n', files=files)
+    (ws / ".git" / "hooks").mkdir()
     links = {
         "cfg": ".git/config",
         "hooks": ".git/hooks",
@@ -63,28 +62,19 @@ def policy_for(ws: Path, preset: str, contained: bool) -> Policy:
 
 def hook(ws: Path, tool: str, tool_input: dict[str, Any], cwd: Path | None = None) -> dict:
     """The real ``keel hook`` (Claude Code's dialect, no daemon) for one PreToolUse call."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KEEL_")}
-    env["KEEL_STATE_DIR"] = os.environ["KEEL_STATE_DIR"]
-    env["KEEL_HOOKD"] = "0"
-    payload = {
-        "session_id": "survivors",
-        "hook_event_name": "PreToolUse",
-        "tool_name": tool,
-        "tool_input": tool_input,
-        "cwd": str(cwd or ws),
-    }
-    proc = subprocess.run(
-        [str(KEEL), "hook", "PreToolUse", "--agent", "claude", "--workspace", str(ws)],
-        input=json.dumps(payload).encode(),
-        cwd=cwd or ws,
-        capture_output=True,
-        env=env,
-        timeout=120,
-        check=False,
+    payload = {"tool_name": tool, "tool_input": tool_input}
+    proc = call_hook(
+        "PreToolUse",
+        payload,
+        workspace=ws,
+        cwd=cwd,
+        via="keel",
+        pass_workspace=True,
+        session="survivors",
     )
-    assert b"Traceback" not in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
     if proc.returncode == 2:
-        return {"permissionDecision": "deny", "permissionDecisionReason": proc.stderr.decode()}
+        return {"permissionDecision": "deny", "permissionDecisionReason": proc.stderr}
     assert proc.returncode == 0, proc.stderr
     if not proc.stdout.strip():
         return {"permissionDecision": "allow"}  # silence: the client's own permissions apply

@@ -27,14 +27,13 @@ import json
 import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from _support import keel, make_workspace
 from keel.policy import Policy
 
 settings.register_profile(
@@ -48,7 +47,6 @@ settings.register_profile(
 settings.register_profile("keel-long", parent=settings.get_profile("keel"), max_examples=3000)
 PROFILE = settings.get_profile(os.environ.get("KEEL_HYPOTHESIS_PROFILE", "keel"))
 
-KEEL = Path(sys.executable).with_name("keel")
 COMBOS = [(p, c) for p in ("developer", "strict") for c in (False, True)]
 VERDICTS = {"allow", "ask", "deny"}
 
@@ -57,14 +55,15 @@ VERDICTS = {"allow", "ask", "deny"}
 def ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
     parent = tmp_path_factory.mktemp("hypo")
     parent.chmod(0o755)
-    root = parent / "ws"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "app.py").write_text("x = 1\n")
+    files = {
+        "src/app.py": "x = 1\n",
+        "README.md": "hello\n",
+        ".env": "KEY=s3cret\n",
+        ".git/HEAD": "ref: refs/heads/main\n",
+    }
+    root = make_workspace(parent / "ws", files=files)
     (root / "build").mkdir()
-    (root / "README.md").write_text("hello\n")
-    (root / ".env").write_text("KEY=s3cret\n")
-    (root / ".git" / "hooks").mkdir(parents=True)
-    (root / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (root / ".git" / "hooks").mkdir()
     outside = parent / "outside"
     outside.mkdir()
     (outside / "data.txt").write_text("out\n")
@@ -425,24 +424,8 @@ def test_spellings_of_one_workspace_path_get_the_same_decision(
 @settings(PROFILE, max_examples=6)
 @given(compose(st.one_of(opaque(), hidden())))
 def test_keel_policy_check_answers_every_line(ws: Path, line: str) -> None:
-    proc = subprocess.run(
-        [
-            str(KEEL),
-            "policy",
-            "check",
-            "--json",
-            "--preset",
-            "developer",
-            "-w",
-            str(ws),
-            "--",
-            line,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ws,
-        timeout=60,
-        check=False,
+    proc = keel(
+        "policy", "check", "--json", "--preset", "developer", "-w", str(ws), "--", line, cwd=ws
     )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     got = json.loads(proc.stdout)

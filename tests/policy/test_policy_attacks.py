@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -25,9 +23,9 @@ from attack_cases import (  # pyright: ignore[reportMissingImports]
     NOT_ALLOW_UNCONTAINED,
 )
 
+from _support import keel, make_workspace
 from keel.cli.policy_fast import CheckRequest, run_check
 
-KEEL = Path(sys.executable).parent / "keel"
 PRESETS = ("developer", "strict")
 MODES = (False, True)
 COMBOS = [(p, c) for p in PRESETS for c in MODES]
@@ -36,32 +34,31 @@ EVIL_DIFF = "--- a/keel.toml\n+++ b/keel.toml\n@@ -1 +1 @@\n-x\n+y\n"
 FIX_DIFF = "--- a/src/app.py\n+++ b/src/app.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
 
 
-def make_workspace(root: Path) -> Path:
+ATTACK_FILES = {
+    "src/app.py": "x = 1\n",
+    "scripts/run.sh": "echo ok\n",
+    "scripts/dump_env.py": 'import pathlib\nprint(pathlib.Path(".env").read_text())\n',
+    ".env": "KEY=s3cret\n",
+    "README.md": "hello\n",
+    "requirements.txt": "requests\n",
+    "evil.diff": EVIL_DIFF,
+    "fix.diff": FIX_DIFF,
+    ".git/HEAD": "ref: refs/heads/feature\n",
+    ".git/refs/remotes/origin/pushed": "0" * 40 + "\n",
+    ".git/refs/remotes/origin/HEAD": "ref: refs/remotes/origin/main\n",
+}
+
+
+def attack_workspace_at(root: Path) -> Path:
     """The workspace the cases assume (see ``attack_cases``)."""
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "app.py").write_text("x = 1\n")
-    (root / "scripts").mkdir()
-    (root / "scripts" / "run.sh").write_text("echo ok\n")
-    (root / "scripts" / "dump_env.py").write_text(
-        'import pathlib\nprint(pathlib.Path(".env").read_text())\n'
-    )
-    (root / ".env").write_text("KEY=s3cret\n")
-    (root / "README.md").write_text("hello\n")
-    (root / "requirements.txt").write_text("requests\n")
-    (root / "evil.diff").write_text(EVIL_DIFF)
-    (root / "fix.diff").write_text(FIX_DIFF)
-    git = root / ".git"
-    (git / "refs" / "heads").mkdir(parents=True)
-    (git / "refs" / "remotes" / "origin").mkdir(parents=True)
-    (git / "HEAD").write_text("ref: refs/heads/feature\n")
-    (git / "refs" / "remotes" / "origin" / "pushed").write_text("0" * 40 + "\n")
-    (git / "refs" / "remotes" / "origin" / "HEAD").write_text("ref: refs/remotes/origin/main\n")
+    make_workspace(root, files=ATTACK_FILES)
+    (root / ".git" / "refs" / "heads").mkdir()
     return root
 
 
 @pytest.fixture(scope="module")
 def attack_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_workspace(tmp_path_factory.mktemp("attack") / "ws")
+    return attack_workspace_at(tmp_path_factory.mktemp("attack") / "ws")
 
 
 def decide(ws: Path, kind: str, value: str, preset: str, contained: bool) -> dict[str, str]:
@@ -83,9 +80,8 @@ def decide_cli(ws: Path, kind: str, value: str, preset: str, contained: bool) ->
     """The same through the real console script."""
     mode = "--contained" if contained else "--uncontained"
     target = ["--", value] if kind == "cmd" else [FLAGS[kind], value]
-    args = [str(KEEL), "policy", "check", "--json", "--preset", preset, mode, "-w", str(ws)]
-    result = subprocess.run(
-        [*args, *target], capture_output=True, text=True, cwd=ws, timeout=60, check=False
+    result = keel(
+        "policy", "check", "--json", "--preset", preset, mode, "-w", str(ws), *target, cwd=ws
     )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
@@ -145,7 +141,6 @@ def test_false_positives_are_gone(
 def test_every_case_through_the_real_cli(
     attack_workspace: Path, index: int, case: tuple[str, str, str, str]
 ) -> None:
-    assert KEEL.is_file(), f"console script missing: {KEEL}"
     _, kind, value, expect = case
     preset, contained = COMBOS[index % len(COMBOS)]
     got = decide_cli(attack_workspace, kind, value, preset, contained)

@@ -3,27 +3,18 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import typer
 from typer.testing import CliRunner
 
+from _support import keel
 from keel.cli.policy import register
 from keel.cli.policy_fast import parse_check_args
 
-KEEL = Path(sys.executable).parent / "keel"
-
 
 def check(ws: Path, *args: str) -> dict[str, str]:
-    result = subprocess.run(
-        [str(KEEL), "policy", "check", "--json", "-w", str(ws), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = keel("policy", "check", "--json", "-w", str(ws), *args)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 

@@ -11,15 +11,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from _support import keel, make_workspace
 from keel.cli.policy import register
 
-KEEL = Path(sys.executable).parent / "keel"
 KEYS = {"decision", "rule", "reason", "suggestion"}
-
-
-def keel(*args: str | bytes, cwd: Path) -> subprocess.CompletedProcess[str]:
-    assert KEEL.is_file(), f"console script missing: {KEEL}"
-    return subprocess.run([str(KEEL), *args], capture_output=True, text=True, cwd=cwd, timeout=60)
 
 
 def one_object(stdout: str) -> dict[str, object]:
@@ -33,7 +28,7 @@ def one_object(stdout: str) -> dict[str, object]:
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
-    (tmp_path / "src").mkdir()
+    (make_workspace(tmp_path) / "src").mkdir()
     return tmp_path
 
 
@@ -134,14 +129,9 @@ def test_config_file_is_used(ws: Path) -> None:
 
 
 def test_bad_bytes_are_denied(ws: Path) -> None:
-    result = subprocess.run(
-        [str(KEEL), "policy", "check", "--json", b"ls \xff\xfe"],
-        capture_output=True,
-        cwd=ws,
-        timeout=60,
-    )
+    result = keel("policy", "check", "--json", b"ls \xff\xfe", cwd=ws)
     assert result.returncode == 0
-    value = one_object(result.stdout.decode())
+    value = one_object(result.stdout)
     assert (value["decision"], value["rule"]) == ("deny", "input.encoding")
 
 

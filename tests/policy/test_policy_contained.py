@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_policy_attacks import make_workspace  # pyright: ignore[reportMissingImports]
+from test_policy_attacks import attack_workspace_at  # pyright: ignore[reportMissingImports]
 
 from keel.core.calls import ToolCall
 from keel.policy import Policy
@@ -62,7 +62,7 @@ STILL_REFUSED_CONTAINED = [
 
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_workspace(tmp_path_factory.mktemp("contained") / "ws")
+    return attack_workspace_at(tmp_path_factory.mktemp("contained") / "ws")
 
 
 @pytest.fixture(scope="module")

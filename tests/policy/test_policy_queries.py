@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from policy_helpers import Tree
 
+from _support import make_workspace
 from keel.config import parse_config
 from keel.policy import Policy
 
@@ -37,10 +38,7 @@ forbid = ["alembic upgrade --head"]
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "a.py").write_text("x = 1\n")
-    return root
+    return make_workspace(tmp_path / "ws", files={"src/a.py": "x = 1\n"})
 
 
 @pytest.fixture

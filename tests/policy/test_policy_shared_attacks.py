@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_policy_attacks import decide, make_workspace  # pyright: ignore[reportMissingImports]
+from test_policy_attacks import attack_workspace_at, decide  # pyright: ignore[reportMissingImports]
 from test_policy_data import _escapes  # pyright: ignore[reportMissingImports]
 
 PRESETS = ("developer", "strict")
@@ -21,7 +21,7 @@ PRESETS = ("developer", "strict")
 
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_workspace(tmp_path_factory.mktemp("shared") / "ws")
+    return attack_workspace_at(tmp_path_factory.mktemp("shared") / "ws")
 
 
 def _lines(path: Path) -> list[str]:

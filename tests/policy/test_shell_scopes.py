@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from policy_helpers import hook as claude_hook
+from policy_helpers import hook
 
+from _support import make_workspace
 from keel.config import parse_config
 from keel.policy import Policy
 from keel.policy._shell import parse
@@ -126,30 +127,26 @@ def _workspace(parent: Path) -> Path:
     """``parent/ws`` (0755 parents) with ``src/``, a secret, a script naming it, a fake HOME."""
     parent.chmod(0o755)
     ws = parent / "ws"
-    (ws / "src").mkdir(parents=True)
-    (ws / "src" / "app.py").write_text("x = 1\n")
-    (ws / ".env").write_text(SECRET + "\n")
-    (ws / "k=v").symlink_to(".env")  # a name with '=' that is the secret
-    (ws / "run.sh").write_text('#!/bin/sh\ncd "$(dirname "$0")" || exit 1\ncat \'.env\'\n')
-    (ws / "run.sh").chmod(0o755)
-    # ``cd src; source .venv/bin/activate`` is allowed by name: this one moves the shell up
-    (ws / "src" / ".venv" / "bin").mkdir(parents=True)
-    (ws / "src" / ".venv" / "bin" / "activate").write_text("cd ..\n")
-    # 9. what ``source`` reads: a real activate (no cd), a file that moves the shell up, one
-    # that does not, and a chain of five files, each sourcing the next, the last moving up
-    (ws / ".venv" / "bin").mkdir(parents=True)
-    (ws / ".venv" / "bin" / "activate").write_text(ACTIVATE.replace("{venv}", str(ws / ".venv")))
-    (ws / "up.sh").write_text("cd ..\n")
-    (ws / "stay.sh").write_text("true\n")
-    (ws / "chain").mkdir()
-    for k in range(1, 5):
-        (ws / "chain" / f"{k}.sh").write_text(f". ./chain/{k + 1}.sh\n")
-    (ws / "chain" / "5.sh").write_text("cd ..\n")
-    (parent / "outside.sh").write_text("true\n")
+    files = {
+        "src/app.py": "x = 1\n",
+        ".env": SECRET + "\n",
+        "run.sh": '#!/bin/sh\ncd "$(dirname "$0")" || exit 1\ncat \'.env\'\n',
+        # ``cd src; source .venv/bin/activate`` is allowed by name: this one moves the shell up
+        "src/.venv/bin/activate": "cd ..\n",
+        # 9. what ``source`` reads: a real activate (no cd), a file that moves the shell up, one
+        # that does not, and a chain of five files, each sourcing the next, the last moving up
+        ".venv/bin/activate": ACTIVATE.replace("{venv}", str(ws / ".venv")),
+        "up.sh": "cd ..\n",
+        "stay.sh": "true\n",
+        **{f"chain/{k}.sh": f". ./chain/{k + 1}.sh\n" for k in range(1, 5)},
+        "chain/5.sh": "cd ..\n",
+    }
     # contain = "off": the hook's text policy is all that stands between the line and bash
-    (ws / "keel.toml").write_text(
-        f'[policy]\npreset = "developer"\nallow = ["{ws}/run.sh"]\n[sandbox]\ncontain = "off"\n'
-    )
+    toml = f'[policy]\npreset = "developer"\nallow = ["{ws}/run.sh"]\n[sandbox]\ncontain = "off"\n'
+    make_workspace(ws, keel_toml=toml, files=files)
+    (ws / "k=v").symlink_to(".env")  # a name with '=' that is the secret
+    (ws / "run.sh").chmod(0o755)
+    (parent / "outside.sh").write_text("true\n")
     (parent / "home" / ".ssh").mkdir(parents=True)
     (parent / "home" / ".ssh" / "id_scopes").write_text(SSH_KEY + "\n")
     return ws
@@ -533,11 +530,6 @@ def test_the_parse_takes_a_cd_to_a_missing_directory_as_failing(
 # -- the hook path, by effect ---------------------------------------------------------------
 
 
-def _hook(ws: Path, command: str) -> dict[str, Any]:
-    """The real ``keel hook`` (Claude Code's dialect, no daemon) for one Bash call."""
-    return claude_hook(ws, "Bash", {"command": command})
-
-
 def _run_as_client(reply: dict[str, Any], command: str, ws: Path) -> str:
     """What Claude Code would do: run an allowed command (as rewritten) and show its output."""
     if reply.get("permissionDecision") != "allow":
@@ -560,7 +552,7 @@ def _run_as_client(reply: dict[str, Any], command: str, ws: Path) -> str:
 )
 def test_the_hook_keeps_a_subshell_s_cd_from_moving_a_write_out(fresh_ws: Path, line: str) -> None:
     marker = fresh_ws.parent / "marker"
-    seen = _run_as_client(_hook(fresh_ws, line), line, fresh_ws)
+    seen = _run_as_client(hook(fresh_ws, "Bash", {"command": line}), line, fresh_ws)
     assert not marker.exists(), seen
     assert "path.outside_workspace" in seen, seen
 
@@ -569,7 +561,7 @@ def test_the_hook_keeps_a_subshell_s_cd_from_clobbering_a_file_outside(fresh_ws:
     marker = fresh_ws.parent / "marker"
     marker.write_text("keep\n")
     line = "(cd src); echo gone > ../marker"
-    seen = _run_as_client(_hook(fresh_ws, line), line, fresh_ws)
+    seen = _run_as_client(hook(fresh_ws, "Bash", {"command": line}), line, fresh_ws)
     assert marker.read_text() == "keep\n", seen
 
 
@@ -578,7 +570,7 @@ def test_the_hook_expands_an_absolute_glob_where_the_directory_is_unknown(
     fresh_ws: Path, line: str
 ) -> None:
     line = line.replace("{ws}", str(fresh_ws))
-    seen = _run_as_client(_hook(fresh_ws, line), line, fresh_ws)
+    seen = _run_as_client(hook(fresh_ws, "Bash", {"command": line}), line, fresh_ws)
     assert SECRET not in seen, seen
     assert "risk.secret_read" in seen, seen
 
@@ -587,7 +579,7 @@ def test_the_hook_expands_an_absolute_glob_where_the_directory_is_unknown(
 def test_the_hook_reads_a_script_run_by_its_absolute_path(fresh_ws: Path, line: str) -> None:
     # keel.toml allows ``{ws}/run.sh`` by name; the secret it prints is still asked about
     line = line.replace("{ws}", str(fresh_ws))
-    seen = _run_as_client(_hook(fresh_ws, line), line, fresh_ws)
+    seen = _run_as_client(hook(fresh_ws, "Bash", {"command": line}), line, fresh_ws)
     assert SECRET not in seen, seen
     assert "risk.secret_in_script" in seen, seen
 
@@ -595,7 +587,7 @@ def test_the_hook_reads_a_script_run_by_its_absolute_path(fresh_ws: Path, line: 
 def test_the_stand_in_client_runs_what_the_hook_allows(fresh_ws: Path) -> None:
     """The effect checks above can fail: an allowed write does land, an allowed cat does print."""
     line = "{ cd src; }; echo x > ../made && cat ../src/app.py"
-    seen = _run_as_client(_hook(fresh_ws, line), line, fresh_ws)
+    seen = _run_as_client(hook(fresh_ws, "Bash", {"command": line}), line, fresh_ws)
     assert (fresh_ws / "made").read_text() == "x\n", seen
     assert "x = 1" in seen, seen
 
@@ -617,7 +609,7 @@ def test_the_hook_keeps_a_cd_that_did_not_happen_from_moving_a_write_out(
     fresh_ws: Path, line: str
 ) -> None:
     marker = fresh_ws.parent / "marker"
-    seen = _run_as_client(_hook(fresh_ws, line), line, fresh_ws)
+    seen = _run_as_client(hook(fresh_ws, "Bash", {"command": line}), line, fresh_ws)
     assert not marker.exists(), seen
     assert "path.outside_workspace" in seen or "path.dynamic" in seen, seen
 
@@ -625,7 +617,7 @@ def test_the_hook_keeps_a_cd_that_did_not_happen_from_moving_a_write_out(
 def test_the_hook_still_runs_a_line_that_cds_and_checks(fresh_ws: Path) -> None:
     """``cd DIR && cmd`` stays allowed, and the write it makes does land where it was judged."""
     line = "mkdir -p made && cd made && echo x > ../made.txt && cd missing || true"
-    seen = _run_as_client(_hook(fresh_ws, line), line, fresh_ws)
+    seen = _run_as_client(hook(fresh_ws, "Bash", {"command": line}), line, fresh_ws)
     assert (fresh_ws / "made.txt").read_text() == "x\n", seen
 
 
@@ -714,19 +706,19 @@ def test_a_sourced_file_sets_the_directory_and_variables_it_leaves(tmp_path: Pat
 def test_the_hook_follows_a_sourced_cd_out_of_the_workspace(fresh_ws: Path) -> None:
     marker = fresh_ws.parent / "marker"
     for line in ("source ./up.sh; echo x > marker", "cd src; . ./../up.sh && echo x > marker"):
-        seen = _run_as_client(_hook(fresh_ws, line), line, fresh_ws)
+        seen = _run_as_client(hook(fresh_ws, "Bash", {"command": line}), line, fresh_ws)
         assert not marker.exists(), seen
         assert "path.outside_workspace" in seen or "default.ask" in seen, seen
     # the stand-in client does run an allowed line after a real activate, where it was judged
     line = "source .venv/bin/activate && echo x > made.txt"
-    seen = _run_as_client(_hook(fresh_ws, line), line, fresh_ws)
+    seen = _run_as_client(hook(fresh_ws, "Bash", {"command": line}), line, fresh_ws)
     assert (fresh_ws / "made.txt").read_text() == "x\n", seen
 
 
 def test_the_hook_does_not_trust_a_file_the_line_rewrites_first(fresh_ws: Path) -> None:
     marker = fresh_ws.parent / "marker"
     line = "cp up.sh stay.sh; source ./stay.sh; echo x > marker"
-    seen = _run_as_client(_hook(fresh_ws, line), line, fresh_ws)
+    seen = _run_as_client(hook(fresh_ws, "Bash", {"command": line}), line, fresh_ws)
     assert not marker.exists(), seen
     assert "path.dynamic" in seen, seen
 
@@ -752,7 +744,7 @@ def test_the_hook_keeps_an_eval_cdpath_from_moving_a_write_out(fresh_ws: Path) -
     (outside / "d").mkdir(parents=True, exist_ok=True)
     (fresh_ws / "d").mkdir(exist_ok=True)
     line = f"eval 'export CDPATH={outside}'; cd d; echo x > marker"
-    seen = _run_as_client(_hook(fresh_ws, line), line, fresh_ws)
+    seen = _run_as_client(hook(fresh_ws, "Bash", {"command": line}), line, fresh_ws)
     assert not (outside / "d" / "marker").exists(), seen
 
 
@@ -767,5 +759,5 @@ def test_the_hook_judges_a_workspace_script_named_like_a_wrapper(
     script.write_text(f"#!/bin/sh\necho pwned > {marker}\n")
     script.chmod(0o755)
     line = f"./{name} {rest} ls".replace("  ", " ") if rest != "-c" else f"./{name} -c ls"
-    seen = _run_as_client(_hook(fresh_ws, line), line, fresh_ws)
+    seen = _run_as_client(hook(fresh_ws, "Bash", {"command": line}), line, fresh_ws)
     assert not marker.exists(), seen

@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from keel.probes import ProbeResult, execute
-
-
-def skip_or_fail(reason: str) -> None:
-    """Skip locally; fail when KEEL_REQUIRE_ALL=1."""
-    if os.environ.get("KEEL_REQUIRE_ALL") == "1":
-        pytest.fail(f"required in CI: {reason}")
-    pytest.skip(reason)
 
 
 def probe(workspace: Path, function: str, *args: Any, **extra: Any) -> ProbeResult:

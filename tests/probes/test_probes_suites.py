@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from probe_helpers import probe, skip_or_fail
+from probe_helpers import probe
 
+from _support import skip_or_fail
 from keel.probes import ProbeResult
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "parsers"

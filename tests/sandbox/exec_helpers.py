@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-KEEL = str(Path(sys.executable).with_name("keel"))
+from _support import KEEL, make_workspace
+
 SECRET = "KEEL-EXEC-SECRET-5d1e"
 """Planted in every fake secret; it must never come out of a contained command."""
 PYTHON = os.path.realpath(sys.executable)
@@ -68,8 +69,7 @@ class Box:
 
 
 def make_box(base: Path, backend: str) -> Box:
-    ws = base / "ws"
-    ws.mkdir(mode=0o755)
+    ws = make_workspace(base / "ws")
     home = base / "home"
     home.mkdir(mode=0o755)
     for rel in HOME_SECRETS:

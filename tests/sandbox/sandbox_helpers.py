@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from _support import skip_or_fail
 from keel.config import SandboxConfig
 from keel.core.errors import SandboxError
 from keel.sandbox import Sandbox, detect, get_sandbox
@@ -19,13 +20,6 @@ PYTHON = "/usr/bin/python3"
 """The interpreter escape payloads run with (the distribution's, reachable by any uid)."""
 
 SandboxFactory = Callable[..., Sandbox]
-
-
-def skip_or_fail(reason: str) -> None:
-    """Skip locally; fail when KEEL_REQUIRE_ALL=1 (CI)."""
-    if os.environ.get("KEEL_REQUIRE_ALL") == "1":
-        pytest.fail(f"required in CI: {reason}")
-    pytest.skip(reason)
 
 
 def config(**overrides: object) -> SandboxConfig:

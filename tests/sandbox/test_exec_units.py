@@ -11,11 +11,12 @@ import pytest
 from exec_helpers import SECRET, Box
 
 from keel.cli.exec import parse
+from keel.core.errors import ViewError
 from keel.policy import Policy
 from keel.sandbox import exec_argv, kill_contained
 from keel.sandbox.exec._environ import contained_env, kept
 from keel.sandbox.exec._proxy import _parse, _split_host_port
-from keel.sandbox.exec._view import ViewError, build_view, filter_git_config
+from keel.sandbox.exec._view import build_view, filter_git_config
 from keel.sandbox.os._registry import start_time
 
 
@@ -215,3 +216,33 @@ def test_kill_contained_ignores_forged_and_stale_records(workdir: Path) -> None:
         fake_exec.kill()
         victim.wait()
         fake_exec.wait()
+
+
+_GLOBS = ("*.pem", ".env", ".env.*", "id_rsa*", "*.p12", "a*b", "x?y", "[ab]c", "*mid*")
+_NAMES = (
+    ".env", ".env.local", ".env.", ".envrc", "env", "key.pem", ".pem", "pem", "id_rsa",
+    "id_rsa.pub", "xid_rsa", "a.p12", "ab", "axxb", "ba", "xzy", "xy", "ac", "bc", "cc",
+    "amidst", "mid", "", "*", "a*b",
+)  # fmt: skip
+
+
+def test_name_globs_match_as_fnmatch_does_without_re() -> None:
+    """The walk's secret-name test (no ``re`` for ``*`` at either end) agrees with fnmatch."""
+    from fnmatch import fnmatchcase
+
+    from keel.core.presets import SECRET_EXCEPTIONS, WORKSPACE_SECRETS
+    from keel.sandbox.exec._control import NameGlobs, is_workspace_secret
+
+    globs = NameGlobs(_GLOBS)
+    for name in _NAMES:
+        assert globs.match(name) == any(fnmatchcase(name, g) for g in _GLOBS), name
+    secret = [g.removeprefix("**/") for g in WORKSPACE_SECRETS]
+    exceptions = [g.removeprefix("**/") for g in SECRET_EXCEPTIONS]
+    policy_names = NameGlobs(tuple(secret))
+    assert policy_names.other is None  # the policy's own globs never compile a regex
+    for name in (*_NAMES, "ID_RSA", "Server.PEM", ".ENV.example", "x.pub", ".env.sample"):
+        low = name.lower()
+        expected = any(fnmatchcase(low, g) for g in secret) and not any(
+            fnmatchcase(low, g) for g in exceptions
+        )
+        assert is_workspace_secret(name) == expected, name

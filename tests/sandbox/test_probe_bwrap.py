@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_helpers import config, skip_or_fail
+from sandbox_helpers import config
 
+from _support import make_workspace, skip_or_fail
 from keel.core.errors import SandboxError
 from keel.sandbox.probe import _bwrap, _python
 from keel.sandbox.probe._bwrap import (
@@ -109,9 +110,7 @@ def fake(base: Path) -> BwrapBinary:
 
 @pytest.fixture
 def ws(base: Path) -> Path:
-    path = base / "ws"
-    path.mkdir(mode=0o755)
-    (path / "data.txt").write_text("hello\n")
+    path = make_workspace(base / "ws", files={"data.txt": "hello\n"})
     (path / "data.txt").chmod(0o644)
     return path
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from exec_helpers import KEEL, SECRET, Box
 
-from keel.hook.install import default_keel_command
+from keel.hook.install import default_keel_command, hook_command
 from keel.journal import open_journal
 
 pytestmark = pytest.mark.usefixtures("bwrap_box")
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("bwrap_box")
 
 def _hook(event: str, payload: dict[str, object], env: str = "") -> str:
     """A shell line that feeds ``payload`` to keel's registered hook command, as a client does."""
-    command = shlex.join([*default_keel_command(), "hook", event, "--agent", "claude"])
+    command = hook_command(default_keel_command(), "claude", event)
     data = shlex.quote(json.dumps(payload))
     return f"printf '%s' {data} | {env} {command}; echo rc=$?"
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from keel.core.errors import ExecRefused, UsageError
 from keel.hook.wire import MAGIC, parse_request
-from keel.sandbox.exec._context import ExecRefused
 from keel.sandbox.exec._exec import PROXY_PORT
+from keel.sandbox.exec.contain import exit_status
 from keel.sandbox.wrap._clients import client_profile, detect_client, install_roots, url_host_port
 from keel.sandbox.wrap._decide import pin_environment
 from keel.sandbox.wrap._state import ClientState
@@ -33,9 +34,9 @@ def test_host_entries(text: str, entry: tuple[str, int | None]) -> None:
 
 @pytest.mark.parametrize("text", ["", "http://x/", "x:0", "x:65536", "x:y", "a b", "[::1]x", "-x"])
 def test_bad_host_entries_are_usage_errors(text: str) -> None:
-    with pytest.raises(ExecRefused) as info:
+    with pytest.raises(UsageError) as info:
         host_entry(text)
-    assert info.value.code == "usage.allow_host" and info.value.status == 2
+    assert info.value.code == "usage.allow_host" and exit_status(info.value) == 2
 
 
 def test_clients_are_recognised_by_name_and_package(tmp_path: Path) -> None:
@@ -105,7 +106,7 @@ def test_the_spec_joins_model_hosts_allow_hosts_and_keys(tmp_path: Path) -> None
     )
     assert spec.allow == (("localhost", 5000), ("x.dev", None))
     assert spec.pass_env[-1] == "MY_TOKEN"
-    with pytest.raises(ExecRefused):
+    with pytest.raises(UsageError):
         wrap_spec([], environ=env, home=str(tmp_path))
 
 

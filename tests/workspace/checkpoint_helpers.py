@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _support import make_workspace
 from keel.core.events import CheckpointPayload, Event
 from keel.workspace import Checkpoint, Checkpoints
 
@@ -26,8 +27,7 @@ def seed(root: Path) -> None:
 
 def ws(workdir: Path) -> Path:
     """``workdir/ws``, seeded."""
-    root = workdir / "ws"
-    root.mkdir()
+    root = make_workspace(workdir / "ws")
     seed(root)
     return root
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from _support import keel
 from keel.core.errors import WorkspaceError
 from keel.core.events import DataPayload, Event
 from keel.journal import MemoryJournal, open_journal
@@ -96,11 +97,6 @@ def recoveries(journal_events: list[Event]) -> list[dict[str, object]]:
         if e.payload.data.get("event") == "checkpoint.lock_recovered":
             out.append(e.payload.data)
     return out
-
-
-def keel_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    keel = Path(sys.executable).with_name("keel")
-    return subprocess.run([str(keel), *args], capture_output=True, text=True, check=False)
 
 
 @pytest.fixture
@@ -183,7 +179,7 @@ def test_sigkill_mid_checkpoint_is_recovered_by_the_next_one(
         assert tree(workdir) == before
         assert set(result.files) == {"README.md", "d/f7.txt"}
 
-    made = keel_cli("checkpoint", "create", "--workspace", str(workdir), "--json")
+    made = keel("checkpoint", "create", "--workspace", str(workdir), "--json")
     assert made.returncode == 0, made.stderr
     assert json.loads(made.stdout)["kind"] == "manual"
     assert [p.name for p in git_dir.glob("*.lock")] == ["keel.lock"]
@@ -301,18 +297,18 @@ def test_stale_lock_does_not_block_diff_or_the_cli(ws: Path, git_dir: Path) -> N
     cp = Checkpoints(ws).history()[0]
     (ws / "README.md").write_text("changed\n")
     plant(git_dir, "keel-index.lock")
-    status = keel_cli("status", "--workspace", str(ws), "--json")
+    status = keel("status", "--workspace", str(ws), "--json")
     assert status.returncode == 0, status.stderr
     shown = json.loads(status.stdout)["checkpoints"]
     assert shown["state"] == "stale_lock"
     assert shown["stale_locks"][0]["lock"] == "keel-index.lock"
     assert [c.path for c in Checkpoints(ws).diff(cp).changes] == ["README.md"]
     plant(git_dir, "keel-index.lock")
-    made = keel_cli("checkpoint", "create", "--workspace", str(ws))
+    made = keel("checkpoint", "create", "--workspace", str(ws))
     assert made.returncode == 0, made.stderr
-    status = keel_cli("status", "--workspace", str(ws))
+    status = keel("status", "--workspace", str(ws))
     assert "checkpoint ok (cleared a stale keel-index.lock " in status.stdout
-    rolled = keel_cli("rollback", cp.short, "--force", "--workspace", str(ws))
+    rolled = keel("rollback", cp.short, "--force", "--workspace", str(ws))
     assert rolled.returncode == 0, rolled.stderr
     assert (ws / "README.md").read_text() == "# project\n"
 
@@ -376,7 +372,7 @@ def test_stopped_holder_makes_a_bounded_wait_fail_naming_it(ws: Path, stopped_ho
     assert health.state == "locked" and not health.ok
     assert health.holder is not None and health.holder.stopped
     assert f"pid {stopped_holder}" in health.summary()
-    status = keel_cli("status", "--workspace", str(ws))
+    status = keel("status", "--workspace", str(ws))
     assert status.returncode == 0, status.stderr
     assert f"checkpoint busy: held by pid {stopped_holder} (python, stopped)" in status.stdout
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from checkpoint_helpers import Counting
 
+from _support import make_workspace
 from keel.workspace import Checkpoints
 from keel.workspace._watch import RACY_NS
 
@@ -24,14 +25,13 @@ def settled(cps: Checkpoints) -> None:
 
 @pytest.fixture
 def ws(workdir: Path) -> Path:
-    root = workdir / "ws"
-    (root / "src" / "pkg").mkdir(parents=True)
-    (root / "src" / "pkg" / "mod.py").write_text("x = 1\n")
-    (root / "README.md").write_text("readme\n")
-    (root / ".gitignore").write_text("build/\n*.log\n")
-    (root / "build").mkdir()
-    (root / "build" / "out.bin").write_text("ignored\n")
-    return root
+    files = {
+        "src/pkg/mod.py": "x = 1\n",
+        "README.md": "readme\n",
+        ".gitignore": "build/\n*.log\n",
+        "build/out.bin": "ignored\n",
+    }
+    return make_workspace(workdir / "ws", files=files)
 
 
 def test_no_change_uses_only_diff_files(ws: Path) -> None:

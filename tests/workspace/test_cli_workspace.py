@@ -12,6 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from _support import make_workspace
 from keel.cli.workspace import register
 from keel.workspace import Checkpoints
 
@@ -37,10 +38,7 @@ def cli(workdir: Path) -> Invoke:
 
 @pytest.fixture
 def ws(workdir: Path) -> Path:
-    (workdir / "app.py").write_text("x = 1\n")
-    (workdir / "docs").mkdir()
-    (workdir / "docs" / "a.md").write_text("doc\n")
-    return workdir
+    return make_workspace(workdir, files={"app.py": "x = 1\n", "docs/a.md": "doc\n"})
 
 
 def test_create_list_diff_rollback(cli: Invoke, ws: Path) -> None:

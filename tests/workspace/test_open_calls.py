@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from _support import KEEL, keel
 from keel.cli.workspace import register
 from keel.core.errors import WorkspaceError
 from keel.hook.runner import HookOptions, run_hook
@@ -22,7 +22,6 @@ from keel.workspace import Checkpoints
 from keel.workspace.checkpoints import Checkpoint, _agent_intervals
 
 Invoke = Callable[..., Any]
-KEEL = str(Path(sys.executable).with_name("keel"))
 
 
 def seed(root: Path) -> None:
@@ -96,8 +95,7 @@ def test_reported_sequence_through_the_hooks_and_the_keel_command(workdir: Path)
 
 
 def _rollback_last(root: Path) -> subprocess.CompletedProcess[str]:
-    argv = [KEEL, "rollback", "--last", "--json", "-w", str(root)]
-    return subprocess.run(argv, capture_output=True, text=True, check=False)
+    return keel("rollback", "--last", "--json", "-w", str(root))
 
 
 def test_while_a_contained_command_runs_an_open_call_may_still_be_running(workdir: Path) -> None:

@@ -106,7 +106,7 @@ def parse_arguments(text: str) -> dict[str, Any]:
         return {INVALID_JSON: f"the arguments are not valid JSON ({exc})"}
     if not isinstance(value, dict):
         return {INVALID_JSON: "the arguments must be a JSON object"}
-    return value  # pyright: ignore[reportUnknownVariableType]
+    return value
 
 
 def argument_problem(tool: str, args: Mapping[str, Any]) -> str | None:

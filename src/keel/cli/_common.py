@@ -250,9 +250,9 @@ def progress(
     wait = progress_delay() if delay is None else delay
     timer: threading.Timer | None = None
     if console is not None and wait <= 0:
-        handle._show()  # pyright: ignore[reportPrivateUsage]
+        handle._show()
     elif console is not None:
-        timer = threading.Timer(wait, handle._show)  # pyright: ignore[reportPrivateUsage]
+        timer = threading.Timer(wait, handle._show)
         timer.daemon = True
         timer.start()
     try:
@@ -260,7 +260,7 @@ def progress(
     finally:
         if timer is not None:
             timer.cancel()
-        handle._close()  # pyright: ignore[reportPrivateUsage]
+        handle._close()
 
 
 # -- sessions --------------------------------------------------------------------------------

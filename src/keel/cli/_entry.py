@@ -70,7 +70,7 @@ def _restart_isolated() -> None:
     from keel.core.isolated import launcher_argv
 
     argv = launcher_argv(*sys.argv[1:])
-    for name, value in reversed(sys._xoptions.items()):  # pyright: ignore[reportPrivateUsage]
+    for name, value in reversed(sys._xoptions.items()):
         argv[1:1] = ["-X", name if value is True else f"{name}={value}"]
     try:
         os.execv(argv[0], argv)

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
+
 USAGE = (
     "usage: keel exec [--workspace DIR] [--timeout SECONDS] [--backend auto|bwrap|landlock] "
     "[--report ID] -- CMD..."
@@ -97,7 +101,7 @@ def main(args: list[str]) -> int:
     report = options.get("report")
     if report is not None and not is_report_id(report):
         return _usage(f"--report must be 8 to 64 lower-case hex digits, not {report!r}")
-    from keel.sandbox.exec._exec import ExecRefused, execute, final_code
+    from keel.sandbox.exec._exec import execute, final_code
 
     try:
         outcome = execute(
@@ -106,18 +110,30 @@ def main(args: list[str]) -> int:
             timeout=timeout,
             backend=backend,
             report=report,
+            decisions=False,  # shown nowhere here (the proxy log has them)
         )
-    except ExecRefused as exc:
-        sys.stderr.write(f"keel: error: {exc.message} [{exc.code}]\n")
-        return exc.status
     except KeyboardInterrupt:  # before the handlers were in place: nothing was started
         return 130
-    except Exception as exc:  # fail closed, in one line: a bug here never runs the command
-        sys.stderr.write(
-            f"keel: error: internal error: {type(exc).__name__}: {exc} [internal_error]\n"
-        )
-        return 125
-    return final_code(outcome)
+    except Exception as exc:  # refused, or a bug: either way the command did not run
+        from keel.sandbox.exec._context import report_refusal
+
+        return report_refusal(exc, sys.stderr)
+    _end(final_code(outcome))
+
+
+def _end(code: int) -> NoReturn:
+    """End the process with ``code``: the run is over and recorded, nothing is left to close.
+
+    Interpreter shutdown (tearing down every module) would cost each contained call ~2 ms.
+    """
+    import os
+
+    from keel.sandbox.os import _quiet
+
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None and not stream.closed:
+            _quiet.call(stream.flush)  # a closed pipe: there is no one to tell
+    os._exit(code)
 
 
 def _usage(message: str) -> int:

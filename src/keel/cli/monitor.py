@@ -88,7 +88,7 @@ def scan(
         root = workspace_root(ctx, workspace)
         report = scan_file(
             file,
-            format=format,  # pyright: ignore[reportArgumentType]
+            format=format,
             config=config_for(root),
             session=session,
             workspace=root,

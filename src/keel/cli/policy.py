@@ -166,7 +166,7 @@ def render_explain(info: dict[str, object]) -> str:
 def _render_value(value: object, indent: str) -> list[str]:
     if isinstance(value, dict):
         out: list[str] = []
-        for k, v in value.items():  # pyright: ignore[reportUnknownVariableType]
+        for k, v in value.items():
             if isinstance(v, (dict, list)):
                 out.append(f"{indent}{k}:")
                 out.extend(_render_value(v, indent + "  "))
@@ -174,6 +174,6 @@ def _render_value(value: object, indent: str) -> list[str]:
                 out.append(f"{indent}{k}: {v}")
         return out
     if isinstance(value, list):
-        items = [str(v) for v in value]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        items = [str(v) for v in value]
         return [f"{indent}- {item}" for item in items] or [f"{indent}(none)"]
     return [f"{indent}{value}"]

@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import sys
 
+from keel.core.frozen import Frozen
+
 TYPE_CHECKING = False  # typing costs 3 ms to import on the hook path
 if TYPE_CHECKING:
     from typing import Any, TextIO
@@ -25,10 +27,20 @@ if TYPE_CHECKING:
     from keel.guard import Guard
 
 
-class CheckRequest:
+class CheckRequest(Frozen):
     """What to check and how to print it."""
 
     __slots__ = ("as_json", "config", "contained", "kind", "preset", "value", "workspace")
+    kind: str
+    """``command``, ``read``, ``write`` or ``url``."""
+    value: str
+    as_json: bool
+    preset: str | None
+    config: str | None
+    """A keel.toml to use instead of the workspace's."""
+    workspace: str | None
+    contained: bool
+    """Judge as if the command ran inside ``keel exec`` (default: the text policy alone)."""
 
     def __init__(
         self,
@@ -41,14 +53,15 @@ class CheckRequest:
         workspace: str | None = None,
         contained: bool = False,
     ) -> None:
-        self.kind = kind
-        self.value = value
-        self.as_json = as_json
-        self.preset = preset
-        self.config = config
-        self.workspace = workspace
-        self.contained = contained
-        """Judge as if the command ran inside ``keel exec`` (default: the text policy alone)."""
+        self._init(
+            kind=kind,
+            value=value,
+            as_json=as_json,
+            preset=preset,
+            config=config,
+            workspace=workspace,
+            contained=contained,
+        )
 
 
 def parse_check_args(args: list[str], workspace: str | None = None) -> CheckRequest | str | None:
@@ -178,7 +191,7 @@ def _guard(request: CheckRequest) -> Guard:
     from keel.core.presets import check_preset
     from keel.core.root import find_root
     from keel.guard import Guard
-    from keel.policy._policy import Policy
+    from keel.policy import Policy
 
     check_preset(request.preset)
     root = find_root(override=request.workspace)

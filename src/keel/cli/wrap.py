@@ -116,25 +116,11 @@ def _run(
         )
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:
-        return _failed(exc)
+    except Exception as exc:  # refused, or a bug: either way the client did not run
+        from keel.sandbox.exec.contain import report_refusal
+
+        return report_refusal(exc, sys.stderr)
     return result.exit_code
-
-
-def _failed(exc: Exception) -> int:
-    """Report ``exc`` in one line; the exit code (``keel.core.errors`` is imported only now)."""
-    from keel.core.errors import KeelError
-    from keel.sandbox.exec.contain import EXIT_REFUSED, EXIT_UNAVAILABLE
-
-    if not isinstance(exc, KeelError):  # fail closed: a bug here never runs the client
-        sys.stderr.write(
-            f"keel: error: internal error: {type(exc).__name__}: {exc} [internal_error]\n"
-        )
-        return EXIT_UNAVAILABLE
-    sys.stderr.write(f"keel: error: {exc.message} [{exc.code}]\n")
-    if exc.code.startswith("usage."):
-        return 2
-    return EXIT_REFUSED if exc.code.startswith("stop.") else EXIT_UNAVAILABLE
 
 
 def _default_root() -> str:

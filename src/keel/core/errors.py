@@ -11,29 +11,51 @@ with ``raise Ours(...) from exc``.
     │   ├── ConfigError            config.*      keel.toml (file, line, key)
     │   ├── PlanError              plan.*        an invalid plan
     │   ├── PatchError             patch.*       a patch that does not apply
-    │   └── PayloadError           payload.*     malformed hook or event input
+    │   ├── PayloadError           payload.*     malformed hook or event input
+    │   └── BindError              probe.arg_*   arguments that do not fit a probe's
+    │                                            parameters; ``kind`` is ``arg_*``
     ├── RunError                   keel or the machine failed
     │   ├── JournalError           journal.*
     │   ├── SandboxError           sandbox.*
+    │   │   └── ExecRefused        sandbox.*     ``keel exec`` or ``keel wrap`` did not run
+    │   │       │                  exec.*        the command; ``status`` is the exit code
+    │   │       │                  wrap.*
+    │   │       └── ViewError      sandbox.*     the view would expose a secret or a
+    │   │                                        system tree (exit 125)
     │   ├── ProbeError             probe.*
     │   ├── WorkspaceError         workspace.*
+    │   ├── DemoFailed             demo.failed   keel did not do what ``keel demo`` promised
     │   └── ModelError             model.*       a model call failed or was refused;
     │       │                                    ``retryable`` says whether to try again
     │       └── BudgetExceeded     model.budget  over a ``[model]`` budget: never sent
     └── Signal                     control flow, handled by the caller
         ├── StopRequested          stop.active   the emergency stop is set
-        └── AlreadyAnswered        journal.already_answered   that request id was
-                                                 committed before: its stored outcome
+        ├── AlreadyAnswered        journal.already_answered   that request id was
+        │                                        committed before: its stored outcome
+        └── Failure                fs.*, git.*,  a probe's failed answer (``keel.probes``,
+                                   http.*, ...   next to ``ProbeIssue``): the executor
+                                                 turns it into a failed ``ProbeResult``
+
+``keel exec`` refuses with ``UsageError`` (exit 2), ``ConfigError`` (125), ``StopRequested``
+(126) or ``ExecRefused`` (its ``status``): ``keel.sandbox.exec._context.exit_status`` maps them.
+
+Standard library only, and nothing but ``__future__`` at import (``typing`` would cost about
+9 ms): ``keel exec`` and the hook raise these.
 """
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "AlreadyAnswered",
+    "BindError",
     "BudgetExceeded",
     "ConfigError",
+    "DemoFailed",
+    "ExecRefused",
     "JournalError",
     "KeelError",
     "ModelError",
@@ -47,6 +69,7 @@ __all__ = [
     "StopRequested",
     "UsageError",
     "UserError",
+    "ViewError",
     "WorkspaceError",
 ]
 
@@ -119,6 +142,22 @@ class PayloadError(UserError):
     default_code = "payload.invalid"
 
 
+class BindError(UserError):
+    """Arguments that do not fit a probe's parameters (count, names or types).
+
+    ``kind`` is what is wrong (``arg_count``, ``arg_name``, ``arg_type``; the code is
+    ``probe.<kind>``, a plan reports ``plan.<kind>``); ``param`` the parameter's name or the
+    number of parameters, when there is one to point at.
+    """
+
+    default_code = "probe.arg_count"
+
+    def __init__(self, kind: str, message: str, param: str | int | None = None) -> None:
+        super().__init__(message, code=f"probe.{kind}", param=param)
+        self.kind = kind
+        self.param = param
+
+
 class RunError(KeelError):
     """keel, or the machine under it, failed while doing its work."""
 
@@ -137,6 +176,32 @@ class SandboxError(RunError):
     default_code = "sandbox.error"
 
 
+class ExecRefused(SandboxError):
+    """``keel exec`` or ``keel wrap`` did not run the command; ``status`` is the exit code.
+
+    125 (it could not be contained) unless the refusal says otherwise: 127 the command was
+    not found, ``128 + N`` a signal N came before it started. Bad arguments, a bad keel.toml
+    and the emergency stop refuse with ``UsageError``, ``ConfigError`` and ``StopRequested``.
+    """
+
+    default_code = "sandbox.refused"
+    default_status = 125
+
+    def __init__(self, message: str, code: str | None = None, status: int | None = None) -> None:
+        status = self.default_status if status is None else status
+        super().__init__(message, code=code, status=status)
+        self.status = status
+
+
+class ViewError(ExecRefused):
+    """The view a command asked for would expose a secret or a system tree (exit 125)."""
+
+    default_code = "sandbox.view"
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message, code)
+
+
 class ProbeError(RunError):
     """A probe could not run (not: a probe that ran and found a problem)."""
 
@@ -147,6 +212,12 @@ class WorkspaceError(RunError):
     """A checkpoint, rollback or file operation failed."""
 
     default_code = "workspace.error"
+
+
+class DemoFailed(RunError):
+    """keel did not do what ``keel demo`` promised."""
+
+    default_code = "demo.failed"
 
 
 class ModelError(RunError):

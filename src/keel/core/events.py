@@ -270,7 +270,7 @@ class Event:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Event:
         """Rebuild an event; unknown kinds or payload keys are a ``PayloadError``."""
-        if not isinstance(data, dict):  # pyright: ignore[reportUnnecessaryIsInstance]
+        if not isinstance(data, dict):
             raise PayloadError("an event must be a JSON object", code="payload.event_shape")
         missing = [k for k in ("kind", "session_id", "payload") if k not in data]
         if missing:
@@ -286,7 +286,7 @@ class Event:
         if not isinstance(raw, dict):
             raise PayloadError("event payload must be an object", code="payload.event_shape")
         names = {f.name for f in fields(ptype)}
-        extra = sorted(set(raw) - names)  # pyright: ignore[reportUnknownArgumentType]
+        extra = sorted(set(raw) - names)
         if extra:
             raise PayloadError(
                 f"{ptype.__name__} has no fields {extra}", code="payload.event_payload"

@@ -76,6 +76,6 @@ class Frozen:
 
 def _rebuild(cls: type, values: tuple[object, ...]) -> object:
     new = object.__new__(cls)
-    for name, value in zip(cls.__slots__, values, strict=True):  # pyright: ignore[reportAttributeAccessIssue]
+    for name, value in zip(cls.__slots__, values, strict=True):
         object.__setattr__(new, name, value)
     return new

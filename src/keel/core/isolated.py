@@ -60,7 +60,7 @@ def main(argv: "list[str]") -> int:
         sys.path.extend(p for p in _venv_site_packages() if p not in sys.path)
     else:
         _load_site()
-    if entry in ("hookd", "wrap-decide"):
+    if entry in ("hookd", "wrap-decide", "exec"):
         return _entry_main(entry)(argv[1:])
     return _entry_main("cli")(argv)
 
@@ -69,6 +69,7 @@ ENTRIES = {
     "hook": "keel.hook.main",
     "hookd": "keel.hook.server",
     "wrap-decide": "keel.sandbox.wrap._decide",
+    "exec": "keel.cli.exec",
     "cli": "keel.cli._entry",
 }
 """Each entry's module (its ``main``), by name: the core starts them, it does not import them

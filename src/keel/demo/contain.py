@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from keel.core.errors import DemoFailed
 from keel.core.root import CONFIG_NAME
 from keel.init import init_workspace
 
@@ -56,7 +57,7 @@ def run(console: Console, base: Path) -> None:
         table.add_row(shown, str(done.returncode), promise, "[green]yes[/]" if held else "NO")
         if not held:
             canary.close()
-            raise RuntimeError(f"containment did not hold for {command!r}: {done.stderr[-300:]}")
+            raise DemoFailed(f"containment did not hold for {command!r}: {done.stderr[-300:]}")
     canary.close()
     console.print(f"backend: {backend} ({reason})")
     console.print(table)

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from keel.core.calls import ToolCall
 from keel.core.decision import Decision
+from keel.core.errors import DemoFailed
 from keel.guard import Guard
 from keel.init import init_workspace
 from keel.lifecycle import emergency_resume, emergency_stop
@@ -86,7 +87,7 @@ def run(console: Console, base: Path) -> None:
             console.print(f"  {line}", markup=False, highlight=False)
         problems = journal.verify()
     if problems:
-        raise RuntimeError(f"journal does not verify: {problems}")
+        raise DemoFailed(f"journal does not verify: {problems}")
     console.print("[bold]keel verify[/]: hash chain intact")
 
 
@@ -101,4 +102,4 @@ def _styled(decision: Decision) -> str:
 
 def _expect(decision: Decision, expected: str, call: ToolCall) -> None:
     if decision.decision != expected:
-        raise RuntimeError(f"{_subject(call)!r}: expected {expected}, got {decision}")
+        raise DemoFailed(f"{_subject(call)!r}: expected {expected}, got {decision}")

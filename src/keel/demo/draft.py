@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 
 from keel.config import KeelConfig
-from keel.core.errors import SandboxError
+from keel.core.errors import DemoFailed, SandboxError
 from keel.core.events import DataPayload
 from keel.journal import open_journal
 from keel.models import client_for, open_model
@@ -72,12 +72,12 @@ def run(console: Console, base: Path) -> None:
         first = result.rounds[0].issues
         codes = {i.code for i in first}
         if len(result.rounds) != 2 or not result.ok or "plan.unknown_function" not in codes:
-            raise RuntimeError(f"draft: expected one round of feedback, got {result.to_dict()}")
+            raise DemoFailed(f"draft: expected one round of feedback, got {result.to_dict()}")
         if not any(".condition" in i.path for i in first):
-            raise RuntimeError("draft: the bare variable in the condition was not reported")
+            raise DemoFailed("draft: the bare variable in the condition was not reported")
         sent_back = model.calls[1].messages[-1].content  # type: ignore[attr-defined]
         if not all(i.describe() in sent_back for i in first):
-            raise RuntimeError("draft: the validator's messages did not go back verbatim")
+            raise DemoFailed("draft: the validator's messages did not go back verbatim")
         report = _run(result.plan, repo, config, journal)
         calls = [e for e in journal.events(session_id=SESSION) if e.kind == "model.request"]
     done = [a for a in report.actions if a.status == "done"]
@@ -85,7 +85,7 @@ def run(console: Console, base: Path) -> None:
     for action in done:
         console.print(f"  [{action.step_id}] {action.function}: {action.output}", markup=False)
     if report.state != "completed" or [a.output for a in done] != ["database host: db.internal"]:
-        raise RuntimeError(f"draft: the accepted plan did not run as expected: {report.state}")
+        raise DemoFailed(f"draft: the accepted plan did not run as expected: {report.state}")
     console.print(f"\njournal: {len(calls)} model call(s) in session {SESSION}")
     for event in calls:
         data = event.payload.data if isinstance(event.payload, DataPayload) else {}

@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from keel.core.errors import DemoFailed
 from keel.core.isolated import launcher_argv
 from keel.hook.install import default_keel_command, install_hooks
 from keel.init import init_workspace
@@ -74,7 +75,7 @@ def run(console: Console, base: Path) -> None:
         )
         expected = "allow" if n == 0 else "deny"
         if decision != expected or out.returncode != 0:
-            raise RuntimeError(f"hook answered {decision} (rc {out.returncode}): {out.stderr}")
+            raise DemoFailed(f"hook answered {decision} (rc {out.returncode}): {out.stderr}")
     show = subprocess.run(
         launcher_argv("show", SESSION, "--workspace", str(root)),  # isolated, as keel runs keel
         capture_output=True,

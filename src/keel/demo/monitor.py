@@ -17,6 +17,7 @@ from rich.table import Table
 
 from keel.config import config_for
 from keel.core.calls import ToolCall, ToolResult
+from keel.core.errors import DemoFailed
 from keel.core.root import CONFIG_NAME
 from keel.journal import journal_path, open_journal
 from keel.monitor import Monitor
@@ -26,7 +27,7 @@ LOOP_OUTPUT = "config/settings.yaml:3:  host: ${DB_HOST}\n"
 
 
 def run(console: Console, base: Path) -> None:
-    """Run the section under ``base``; raises ``RuntimeError`` if keel does not react."""
+    """Run the section under ``base``; raises ``DemoFailed`` if keel does not react."""
     root = base / "monitor-demo"
     root.mkdir(parents=True, exist_ok=True)
     (root / CONFIG_NAME).write_text('[gates]\nrequired = ["pytest -q"]\n', encoding="utf-8")
@@ -46,7 +47,7 @@ def run(console: Console, base: Path) -> None:
     )
     order = [lvl for i, lvl in enumerate(levels) if lvl and (i == 0 or levels[i - 1] != lvl)]
     if [lvl for lvl in order if lvl in ("hint", "correct", "stop")] != ["hint", "correct", "stop"]:
-        raise RuntimeError(f"the monitor did not escalate hint → correct → stop: {order}")
+        raise DemoFailed(f"the monitor did not escalate hint → correct → stop: {order}")
 
 
 def _loop(console: Console, monitor: Monitor) -> list[str | None]:
@@ -95,14 +96,14 @@ def _finish(console: Console, monitor: Monitor) -> None:
     ok, why = monitor.may_finish()
     console.print(f"  after an edit, no test run: {'yes' if ok else 'no'}: {_short(why, 220)}")
     if ok:
-        raise RuntimeError("finishing was allowed without the gate")
+        raise DemoFailed("finishing was allowed without the gate")
     gate = ToolCall("Bash", "exec", command="pytest -q", tool_use_id="g1")
     monitor.before_call(gate)
     monitor.after_call(ToolResult("Bash", "exec", True, "12 passed in 0.31s", None, 0, "g1"))
     ok, why = monitor.may_finish()
     console.print(f"  after `pytest -q` passed: {'yes' if ok else 'no'}: {_short(why, 220)}")
     if not ok:
-        raise RuntimeError("finishing was blocked although the gate passed")
+        raise DemoFailed("finishing was blocked although the gate passed")
 
 
 def _short(text: str, limit: int = 150) -> str:

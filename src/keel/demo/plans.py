@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from keel.config import KeelConfig
-from keel.core.errors import SandboxError
+from keel.core.errors import DemoFailed, SandboxError
 from keel.plan import PlanReport, SandboxedRunner, run_plan
 from keel.plan.examples import load_example
 
@@ -89,7 +89,7 @@ def _config_scenarios(console: Console, repo: Path, go: Any) -> None:
         console.print(f"\n[bold]config plan[/] — {title}")
         _show(console, report)
         if report.state != "completed" or not done or done[0].output != expected:
-            raise RuntimeError(f"config plan ({title}): expected {expected!r}, got {report.state}")
+            raise DemoFailed(f"config plan ({title}): expected {expected!r}, got {report.state}")
 
 
 def _csv_scenario(console: Console, repo: Path, go: Any) -> None:
@@ -97,7 +97,7 @@ def _csv_scenario(console: Console, repo: Path, go: Any) -> None:
     first = go(CSV_PLAN)
     _show(console, first)
     if first.state != "needs_input" or (repo / "report.txt").exists():
-        raise RuntimeError(f"CSV plan: expected a question and no report, got {first.state}")
+        raise DemoFailed(f"CSV plan: expected a question and no report, got {first.state}")
     question = first.questions[0]
     console.print(f"  question for the user: {question.question}", markup=False)
     console.print("  the user answers: [bold]revenue[/]")
@@ -106,7 +106,7 @@ def _csv_scenario(console: Console, repo: Path, go: Any) -> None:
     report_text = (repo / "report.txt").read_text(encoding="utf-8")
     console.print(f"  report.txt now holds: [bold]{escape(report_text.strip())}[/]")
     if second.state != "completed" or report_text != "revenue total: 2841.5\n":
-        raise RuntimeError(f"CSV plan: expected the total in report.txt, got {report_text!r}")
+        raise DemoFailed(f"CSV plan: expected the total in report.txt, got {report_text!r}")
 
 
 def _show(console: Console, report: PlanReport) -> None:

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
 
-from keel.core.errors import PatchError
+from keel.core.errors import DemoFailed, PatchError
 from keel.core.root import GIT_MARKER, STATE_DIR
 from keel.journal import open_journal
 from keel.workspace import Checkpoints
@@ -46,10 +46,6 @@ _GIT_ENV = {
     "GIT_COMMITTER_NAME": "demo",
     "GIT_COMMITTER_EMAIL": "demo@example.com",
 }
-
-
-class DemoFailed(RuntimeError):
-    """keel did not do what the demo promised."""
 
 
 def run(console: Console, base: Path) -> None:

@@ -85,8 +85,8 @@ def project_trust(root: Path, env: Mapping[str, str] | None = None) -> str | Non
         ConfigError: the Codex config cannot be read or is not valid TOML.
     """
     entry = _projects(read_codex_config(env)).get(_key(root))
-    level = entry.get("trust_level") if isinstance(entry, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    return str(level) if level is not None else None  # pyright: ignore[reportUnknownArgumentType]
+    level = entry.get("trust_level") if isinstance(entry, dict) else None
+    return str(level) if level is not None else None
 
 
 def hook_reviews(root: Path, env: Mapping[str, str] | None = None) -> int:
@@ -98,14 +98,14 @@ def hook_reviews(root: Path, env: Mapping[str, str] | None = None) -> int:
         ConfigError: the Codex config cannot be read or is not valid TOML.
     """
     hooks = read_codex_config(env).get("hooks")
-    state = hooks.get("state") if isinstance(hooks, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    state = hooks.get("state") if isinstance(hooks, dict) else None
     if not isinstance(state, dict):
         return 0
     prefix = f"{_key(root)}/.codex/hooks.json:"
     return sum(
         1
-        for name, value in state.items()  # pyright: ignore[reportUnknownVariableType]
-        if str(name).startswith(prefix) and isinstance(value, dict) and value.get("trusted_hash")  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        for name, value in state.items()
+        if str(name).startswith(prefix) and isinstance(value, dict) and value.get("trusted_hash")
     )
 
 
@@ -123,15 +123,15 @@ def trust_project(root: Path, env: Mapping[str, str] | None = None) -> TrustResu
     key = _key(root)
     sandbox = data.get("sandbox_mode")
     entry = _projects(data).get(key)
-    previous = entry.get("trust_level") if isinstance(entry, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    result = TrustResult(path, False, previous, None if sandbox is None else str(sandbox))  # pyright: ignore[reportUnknownArgumentType]
+    previous = entry.get("trust_level") if isinstance(entry, dict) else None
+    result = TrustResult(path, False, previous, None if sandbox is None else str(sandbox))
     if previous == TRUSTED:
         return result
     new_text = _with_trust(text, key)
     expected = copy.deepcopy(data)
     table = expected.setdefault("projects", {})
     if isinstance(table, dict):
-        table.setdefault(key, {})["trust_level"] = TRUSTED  # pyright: ignore[reportUnknownMemberType]
+        table.setdefault(key, {})["trust_level"] = TRUSTED
     try:
         ok = tomllib.loads(new_text) == expected
     except tomllib.TOMLDecodeError:
@@ -190,7 +190,7 @@ def _parse(text: str, path: Path) -> dict[str, Any]:
 
 def _projects(data: dict[str, Any]) -> dict[str, Any]:
     projects = data.get("projects")
-    return projects if isinstance(projects, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+    return projects if isinstance(projects, dict) else {}
 
 
 def _toml_string(text: str) -> str:
@@ -204,9 +204,9 @@ def _header_key(raw: str) -> str | None:
     except tomllib.TOMLDecodeError:
         return None
     inner = parsed.get("t")
-    if isinstance(inner, dict) and len(inner) == 1:  # pyright: ignore[reportUnknownArgumentType]
-        (name,) = inner  # pyright: ignore[reportUnknownVariableType]
-        return str(name)  # pyright: ignore[reportUnknownArgumentType]
+    if isinstance(inner, dict) and len(inner) == 1:
+        (name,) = inner
+        return str(name)
     return None
 
 

@@ -119,26 +119,26 @@ def _outcome(line: bytes, call_id: str) -> CallOutcome | None:
         return None
     if not isinstance(record, dict):
         return None
-    payload: Any = record.get("payload", record)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    payload: Any = record.get("payload", record)
     if not isinstance(payload, dict):
         return None
-    kind = payload.get("type")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    kind = payload.get("type")
     if kind == "item_completed":
-        return _item_completed(payload.get("item"), call_id)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-    if kind == "exec_command_end" and payload.get("call_id") == call_id:  # pyright: ignore[reportUnknownMemberType]
-        return _exec_end(payload)  # pyright: ignore[reportUnknownArgumentType]
-    if kind == "function_call_output" and payload.get("call_id") == call_id:  # pyright: ignore[reportUnknownMemberType]
-        return _function_output(payload.get("output"))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        return _item_completed(payload.get("item"), call_id)
+    if kind == "exec_command_end" and payload.get("call_id") == call_id:
+        return _exec_end(payload)
+    if kind == "function_call_output" and payload.get("call_id") == call_id:
+        return _function_output(payload.get("output"))
     return None
 
 
 def _item_completed(item: Any, call_id: str) -> CallOutcome | None:
-    if not isinstance(item, dict) or item.get("id") != call_id:  # pyright: ignore[reportUnknownMemberType]
+    if not isinstance(item, dict) or item.get("id") != call_id:
         return None
-    code = item.get("exit_code")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    code = item.get("exit_code")
     if not isinstance(code, int) or isinstance(code, bool):
         return None
-    output = item.get("aggregated_output")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    output = item.get("aggregated_output")
     return CallOutcome(code, output if isinstance(output, str) else "", "item_completed")
 
 
@@ -155,7 +155,7 @@ def _exec_end(payload: dict[str, Any]) -> CallOutcome | None:
 
 def _function_output(value: Any) -> CallOutcome | None:
     if isinstance(value, dict):  # {"content": ..., "success": ...} in some versions
-        value = value.get("content", value.get("output"))  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        value = value.get("content", value.get("output"))
     if not isinstance(value, str):
         return None
     if value.startswith("{"):
@@ -189,11 +189,11 @@ def _json_output(text: str) -> CallOutcome | None:
         return None
     if not isinstance(data, dict):
         return None
-    meta = data.get("metadata")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    code = meta.get("exit_code") if isinstance(meta, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    meta = data.get("metadata")
+    code = meta.get("exit_code") if isinstance(meta, dict) else None
     if not isinstance(code, int) or isinstance(code, bool):
         return None
-    output = data.get("output")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    output = data.get("output")
     return CallOutcome(code, output if isinstance(output, str) else "", "function_call_output")
 
 
@@ -234,7 +234,7 @@ def _transcript_item(line: str) -> dict[str, Any]:
     except (ValueError, RecursionError):
         return {}
     payload = record.get("payload") if isinstance(record, dict) else None
-    return payload if isinstance(payload, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+    return payload if isinstance(payload, dict) else {}
 
 
 def _codex_command(arguments: Any) -> str | None:
@@ -242,7 +242,7 @@ def _codex_command(arguments: Any) -> str | None:
         args = json.loads(arguments) if isinstance(arguments, str) else {}
     except (ValueError, RecursionError):
         return None
-    value = args.get("cmd", args.get("command")) if isinstance(args, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    value = args.get("cmd", args.get("command")) if isinstance(args, dict) else None
     if isinstance(value, list):
-        value = shlex.join(str(v) for v in value)  # pyright: ignore[reportUnknownVariableType]
+        value = shlex.join(str(v) for v in value)
     return " ".join(value.split()) if isinstance(value, str) else None

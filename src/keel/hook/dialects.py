@@ -269,7 +269,7 @@ class GeminiDialect(Dialect):
                 f"keel cannot add excludes to {inp.tool_name}", code="payload.no_excludes"
             )
         own = inp.tool_input.get("exclude")
-        kept = [e for e in own if isinstance(e, str)] if isinstance(own, list) else []  # pyright: ignore[reportUnknownVariableType]
+        kept = [e for e in own if isinstance(e, str)] if isinstance(own, list) else []
         exclude = [*kept, *(f"**/{glob}" for glob in excludes)]
         return _json({"hookSpecificOutput": {"tool_input": {**inp.tool_input, "exclude": exclude}}})
 

@@ -260,11 +260,10 @@ def _strip_file(root: Path, path: Path, agent: Agent, created: set[str]) -> bool
     data = _load(path)
     hooks = data.get("hooks")
     if not isinstance(hooks, dict) or not any(
-        _without_keel(groups, agent, None, path) != groups  # pyright: ignore[reportUnknownArgumentType]
-        for groups in hooks.values()  # pyright: ignore[reportUnknownVariableType]
+        _without_keel(groups, agent, None, path) != groups for groups in hooks.values()
     ):
         return False
-    for event in list(hooks):  # pyright: ignore[reportUnknownVariableType]
+    for event in list(hooks):
         groups = _without_keel(hooks[event], agent, None, path)
         if groups:
             hooks[event] = groups
@@ -298,12 +297,12 @@ def registered_hooks(root: Path, agent: str) -> list[tuple[Path, str, str]]:
         hooks = _load(path).get("hooks")
         if not isinstance(hooks, dict):
             continue
-        for event, groups in hooks.items():  # pyright: ignore[reportUnknownVariableType]
-            for group in groups if isinstance(groups, list) else []:  # pyright: ignore[reportUnknownVariableType]
-                inner = group.get("hooks") if isinstance(group, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-                for hook in inner if isinstance(inner, list) else []:  # pyright: ignore[reportUnknownVariableType]
-                    if _is_mine(hook, name, str(event)):  # pyright: ignore[reportUnknownArgumentType]
-                        found.append((path, str(event), str(hook["command"])))  # pyright: ignore[reportUnknownArgumentType]
+        for event, groups in hooks.items():
+            for group in groups if isinstance(groups, list) else []:
+                inner = group.get("hooks") if isinstance(group, dict) else None
+                for hook in inner if isinstance(inner, list) else []:
+                    if _is_mine(hook, name, str(event)):
+                        found.append((path, str(event), str(hook["command"])))
     return found
 
 
@@ -312,7 +311,7 @@ def _agent(agent: str) -> Agent:
         raise UsageError(
             f"unknown agent {agent!r}; expected one of {', '.join(AGENTS)}", code="usage.agent"
         )
-    return agent  # pyright: ignore[reportReturnType]
+    return agent
 
 
 def _group(agent: Agent, matcher: str | None, command: str) -> dict[str, Any]:
@@ -334,23 +333,23 @@ def _without_keel(groups: Any, agent: str, event: str | None, path: Path) -> lis
     if not isinstance(groups, list):
         raise ConfigError(f"{path}: hooks.{event} must be a list", code="config.hooks")
     kept: list[Any] = []
-    for group in groups:  # pyright: ignore[reportUnknownVariableType]
-        inner = group.get("hooks") if isinstance(group, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    for group in groups:
+        inner = group.get("hooks") if isinstance(group, dict) else None
         if not isinstance(inner, list):
             kept.append(group)
             continue
-        mine = [h for h in inner if _is_mine(h, agent, event)]  # pyright: ignore[reportUnknownVariableType]
+        mine = [h for h in inner if _is_mine(h, agent, event)]
         if not mine:
             kept.append(group)
-        elif len(mine) < len(inner):  # pyright: ignore[reportUnknownArgumentType]
-            kept.append({**group, "hooks": [h for h in inner if h not in mine]})  # pyright: ignore[reportUnknownVariableType]
+        elif len(mine) < len(inner):
+            kept.append({**group, "hooks": [h for h in inner if h not in mine]})
     return kept
 
 
 def _is_mine(hook: Any, agent: str, event: str | None) -> bool:
     if not isinstance(hook, dict):
         return False
-    command = hook.get("command")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    command = hook.get("command")
     return isinstance(command, str) and is_keel_hook(command, agent, event)
 
 
@@ -372,14 +371,14 @@ def _load(path: Path) -> dict[str, Any]:
         ) from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a JSON object", code="config.hooks_json")
-    return data  # pyright: ignore[reportUnknownVariableType]
+    return data
 
 
 def _hooks_table(data: dict[str, Any], path: Path) -> dict[str, Any]:
     hooks = data.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise ConfigError(f"{path}: 'hooks' must be an object", code="config.hooks")
-    return hooks  # pyright: ignore[reportUnknownVariableType]
+    return hooks
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
@@ -402,13 +401,13 @@ def _read_record(root: Path) -> dict[str, Any]:
         data = json.loads((state_dir(root) / _RECORD).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+    return data if isinstance(data, dict) else {}
 
 
 def _created_before(root: Path, agent: Agent) -> set[str]:
     entry = _read_record(root).get(agent)
-    created = entry.get("created", []) if isinstance(entry, dict) else []  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    return {str(c) for c in created}  # pyright: ignore[reportUnknownVariableType]
+    created = entry.get("created", []) if isinstance(entry, dict) else []
+    return {str(c) for c in created}
 
 
 def _remember(root: Path, agent: Agent, created: list[str]) -> None:
@@ -423,5 +422,5 @@ def _forget(root: Path, agent: Agent) -> set[str]:
     entry = record.pop(agent, None)
     if entry is not None:
         _write(ensure_state_dir(root) / _RECORD, record)
-    created = entry.get("created", []) if isinstance(entry, dict) else []  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    return {str(c) for c in created}  # pyright: ignore[reportUnknownVariableType]
+    created = entry.get("created", []) if isinstance(entry, dict) else []
+    return {str(c) for c in created}

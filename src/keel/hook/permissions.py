@@ -120,14 +120,14 @@ def _claude_file(
     except (OSError, ValueError) as exc:
         skipped.append(SkippedRule("-", shown, shown, f"cannot read it: {exc}"))
         return
-    permissions = data.get("permissions") if isinstance(data, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    permissions = data.get("permissions") if isinstance(data, dict) else None
     if not isinstance(permissions, dict):
         return
     for tier in TIERS:
-        rules = permissions.get(tier)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        for rule in rules if isinstance(rules, list) else []:  # pyright: ignore[reportUnknownVariableType]
+        rules = permissions.get(tier)
+        for rule in rules if isinstance(rules, list) else []:
             if not isinstance(rule, str):
-                skipped.append(SkippedRule(tier, repr(rule), shown, "not a string"))  # pyright: ignore[reportUnknownArgumentType]
+                skipped.append(SkippedRule(tier, repr(rule), shown, "not a string"))
                 continue
             try:
                 imported.append(ImportedRule(tier, claude_rule(rule, tier), rule, shown))
@@ -195,8 +195,8 @@ def _prefix_rule(call: ast.Call) -> tuple[str, list[str]]:
     if not isinstance(raw, list) or not raw:
         raise ValueError("pattern must be a non-empty list")
     choices: list[list[str]] = []
-    for word in raw:  # pyright: ignore[reportUnknownVariableType]
-        options: list[object] = list(word) if isinstance(word, list | tuple) else [word]  # pyright: ignore[reportUnknownArgumentType]
+    for word in raw:
+        options: list[object] = list(word) if isinstance(word, list | tuple) else [word]
         if not options or not all(isinstance(o, str) and o for o in options):
             raise ValueError("every pattern word must be a string or a list of strings")
         if any(set(str(o)) & set("*?[") for o in options):

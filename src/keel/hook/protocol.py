@@ -167,7 +167,7 @@ def _load_object(data: bytes | str) -> dict[str, Any]:
         raise PayloadError(
             f"hook input must be a JSON object, got {type(value).__name__}", code="payload.shape"
         )
-    return value  # pyright: ignore[reportUnknownVariableType]
+    return value
 
 
 def _tool_fields(raw: dict[str, Any], phase: Phase) -> tuple[str | None, dict[str, Any]]:
@@ -184,7 +184,7 @@ def _tool_fields(raw: dict[str, Any], phase: Phase) -> tuple[str | None, dict[st
             f"tool_input of {name!r} must be an object, got {type(tool_input).__name__}",
             code="payload.tool_input",
         )
-    return name, tool_input  # pyright: ignore[reportUnknownVariableType]
+    return name, tool_input
 
 
 def _tool_use_id(
@@ -232,7 +232,7 @@ def _error_text(value: Any) -> str | None:
     if isinstance(value, str):
         return value
     if isinstance(value, dict):
-        message = value.get("message")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        message = value.get("message")
         if isinstance(message, str):
             return message
     return json.dumps(value, default=str)

@@ -4,35 +4,30 @@
 stdout, stderr)``, or ``None`` when the caller must decide in process. It trusts only the
 daemon keel started: the listening process's peer credentials (``SO_PEERCRED``) must name
 this process's uid and the pid recorded in ``.keel/hookd.pid`` together with that pid's start
-time, so a process that bound ``hookd.sock`` itself is never asked. While it waits it watches
-the daemon: one that is stopped (``SIGSTOP``), gone, or past the time it was given is killed
-(the next hook starts a new one) and the call is decided in process with the same request id,
-so a decision the daemon already committed is answered again rather than made twice. While
-the emergency stop is set nothing is relayed: the stop is decided in process, never by a
-socket. ``KEEL_HOOKD=0`` turns relaying and starting the daemon off.
+time (``keel.core.daemon``), so a process that bound ``hookd.sock`` itself is never asked.
+While it waits it watches the daemon: one that is stopped (``SIGSTOP``), gone, or past the
+time it was given is killed (the next hook starts a new one) and the call is decided in
+process with the same request id, so a decision the daemon already committed is answered
+again rather than made twice. While the emergency stop is set nothing is relayed: the stop is
+decided in process, never by a socket. ``KEEL_HOOKD=0`` turns relaying and starting the daemon off.
 
 The messages are ``keel.hook.wire``'s; the other end is ``keel.hook.server``. Only ``os``,
 ``sys`` and stdlib-only keel modules at import: this runs on every hook call.
 """
 
 import os
-import sys
 
+from keel.core.daemon import daemon_enabled, is_daemon, process_start, process_stat, read_record
 from keel.core.root import state_path
 from keel.core.stop import stop_set
 from keel.hook.wire import (
     LOCK_NAME,
-    PID_NAME,
     SOCKET_NAME,
     HookArgs,
     Request,
     decode_reply,
     encode_request,
 )
-
-TYPE_CHECKING = False  # typing costs ms to import on the hook path
-if TYPE_CHECKING:
-    import _socket
 
 SPAWN_STAMP = "hookd.spawn"
 """Touched in ``.keel/`` when a hook starts a daemon: no second start within the backoff."""
@@ -43,13 +38,6 @@ CONNECT_TIMEOUT = 0.5
 POLL = 0.05
 IN_PROCESS_RESERVE = 5.0
 """Seconds of a call's deadline kept for deciding in process when the daemon fails."""
-_SO_PEERCRED = 17
-
-
-def daemon_enabled(env: "dict[str, str] | None" = None) -> bool:
-    """False when ``KEEL_HOOKD`` says off (``0``, ``off``, ``no``, ``false``)."""
-    value = (os.environ if env is None else env).get("KEEL_HOOKD", "1")
-    return value.strip().lower() not in ("0", "off", "no", "false")
 
 
 def relay(
@@ -100,41 +88,6 @@ def _request(root: str, args: HookArgs, data: bytes, request_id: str, by: float)
     )
 
 
-# -- the daemon's record ------------------------------------------------------------------------
-
-
-def read_record(keel_dir: str) -> "tuple[int, int] | None":
-    """The daemon's ``(pid, start time)`` from ``hookd.pid``, if it is alive and matches."""
-    try:
-        with open(os.path.join(keel_dir, PID_NAME), "rb") as fh:
-            pid_text, start_text = fh.read(64).split()[:2]
-        pid, start = int(pid_text), int(start_text)
-    except (OSError, ValueError):
-        return None
-    if pid <= 1 or process_start(pid) != start:
-        return None
-    return pid, start
-
-
-def process_stat(pid: int) -> "list[bytes] | None":
-    """The fields of ``/proc/PID/stat`` after the command name (state first)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return None
-    return raw[raw.rfind(b")") + 2 :].split()
-
-
-def process_start(pid: int) -> "int | None":
-    """The start time of ``pid`` in clock ticks since boot (``/proc/PID/stat`` field 22)."""
-    fields = process_stat(pid)
-    try:
-        return int(fields[19]) if fields else None
-    except (IndexError, ValueError):
-        return None
-
-
 # -- asking -------------------------------------------------------------------------------------
 
 
@@ -150,7 +103,7 @@ def _ask(
     try:
         sock.settimeout(CONNECT_TIMEOUT)
         sock.connect(sock_path)
-        if not _is_daemon(sock, record):
+        if not is_daemon(sock, record):
             return None
         sock.sendall(request)
         sock.shutdown(_socket.SHUT_WR)
@@ -169,16 +122,6 @@ def _ask(
     finally:
         sock.close()
     return decode_reply(b"".join(chunks))
-
-
-def _is_daemon(sock: "_socket.socket", record: "tuple[int, int]") -> bool:
-    """True if the peer of ``sock`` is this uid's daemon with the recorded pid and start."""
-    import _socket
-
-    raw = sock.getsockopt(_socket.SOL_SOCKET, _SO_PEERCRED, 12)
-    pid = int.from_bytes(raw[0:4], sys.byteorder, signed=True)
-    uid = int.from_bytes(raw[4:8], sys.byteorder, signed=True)
-    return uid == os.getuid() and pid == record[0] and process_start(pid) == record[1]
 
 
 def _alive(pid: int) -> bool:

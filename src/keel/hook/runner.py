@@ -281,7 +281,7 @@ def _excluding(inp: HookInput, dialect: Dialect, decision: Decision) -> HookRepl
     show_secrets`` exposes files to contained commands only; the file tools (Read too) still
     refuse them, so they stay excluded here.
     """
-    from keel.policy._judge_search import secret_excludes
+    from keel.policy import secret_excludes
 
     return dialect.excluding(inp, decision, secret_excludes())
 

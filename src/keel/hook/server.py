@@ -4,10 +4,13 @@ Started on demand by a hook (``keel.hook.relay.spawn``: ``python -I -S <keel>/_l
 ROOT``, isolated from the workspace, its directory ``ROOT/.keel`` before anything is imported;
 ``-I`` keeps the directory a request is answered in off ``sys.path`` too), it holds
 ``<root>/.keel/hookd.lock`` (a second daemon exits at once), listens on
-``<root>/.keel/hookd.sock`` (mode 0600; a peer of another uid is refused), records its pid
-and start time in ``<root>/.keel/hookd.pid`` (the relay trusts only that process), and exits
-after ``KEEL_HOOKD_IDLE`` seconds without a request (default 600), as soon as its socket is
-removed or replaced, or when the workspace disappears.
+``<root>/.keel/hookd.sock`` (mode 0600; a peer of another uid is refused), keeps the
+workspace's network proxy on ``<root>/.keel/proxy.sock`` (``keel.sandbox.exec._proxyd``:
+``keel exec`` hands it each sandbox to serve instead of starting a proxy of its own), records
+its pid and start time in ``<root>/.keel/hookd.pid`` (the relay and ``keel exec`` trust only
+that process), and exits after ``KEEL_HOOKD_IDLE`` seconds without a request or a proxied
+command (default 600), as soon as its socket is removed or replaced, or when the workspace
+disappears; commands still running keep their proxy until they end.
 
 Each request is answered by ``keel.hook.runner.answer``, the very code a hook process
 runs, one request at a time, with the request's environment and working directory swapped
@@ -34,7 +37,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from keel.core.root import CONFIG_NAME, ensure_state_dir, state_dir
+from keel.core.configview import config_stamp
+from keel.core.root import ensure_state_dir, state_dir
 from keel.hook.main import parse_hook_args
 from keel.hook.relay import process_start, read_record
 from keel.hook.wire import (
@@ -48,6 +52,7 @@ from keel.hook.wire import (
     parse_request,
     reply_fields,
 )
+from keel.sandbox.exec._proxyd import ProxyService
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -127,6 +132,7 @@ def serve(root: Path, *, idle: float = DEFAULT_IDLE, ready: threading.Event | No
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     inode = -1
     state = _State(time.monotonic(), root)
+    proxy = ProxyService(str(root), current=lambda: _current(state))
     try:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # stale: its daemon is gone, since we hold the lock
@@ -138,11 +144,14 @@ def serve(root: Path, *, idle: float = DEFAULT_IDLE, ready: threading.Event | No
         server.listen(64)
         server.settimeout(POLL)
         inode = path.stat().st_ino
+        with contextlib.suppress(OSError):  # without it keel exec serves its own proxy
+            proxy.start()  # before the record: a client that trusts the record finds both
         _write_record(keel_dir)
         if ready is not None:
             ready.set()
-        _loop(server, path, inode, idle, state)
+        _loop(server, path, inode, idle, state, proxy)
     finally:
+        proxy.close()
         server.close()
         state.close()
         with contextlib.suppress(OSError):
@@ -152,7 +161,16 @@ def serve(root: Path, *, idle: float = DEFAULT_IDLE, ready: threading.Event | No
             if read_record(str(keel_dir)) == (os.getpid(), process_start(os.getpid())):
                 (keel_dir / PID_NAME).unlink()
         os.close(lock_fd)
+    proxy.wait()  # commands still running keep their proxy; a new daemon may start meanwhile
     return 0
+
+
+def _current(state: _State) -> bool:
+    """False (and the daemon stops) once a loaded keel source file changed."""
+    if _code_changed():
+        state.stop = True  # as for a hook request: the next hook starts a current daemon
+        return False
+    return True
 
 
 def _write_record(keel_dir: Path) -> None:
@@ -193,7 +211,7 @@ class _Guards:
 
         journal = self._journal(deadline_at)
         key = (inp.session_id, inp.agent)
-        stamp = _config_stamp(self.root)
+        stamp = config_stamp(self.root)
         cached = self.guards.get(key)
         if cached is not None and cached[0] == stamp and cached[1].journal is journal:
             guard = cached[1]
@@ -238,22 +256,16 @@ class _Guards:
             self.journal = None
 
 
-def _config_stamp(root: Path) -> tuple[object, ...] | None:
-    """What keel.toml looks like on disk; a change rebuilds the session's guard."""
-    try:
-        st = os.stat(root / CONFIG_NAME)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
-def _loop(server: socket.socket, path: Path, inode: int, idle: float, state: _State) -> None:
+def _loop(
+    server: socket.socket, path: Path, inode: int, idle: float, state: _State, proxy: ProxyService
+) -> None:
     while not state.stop:
         try:
             conn, _ = server.accept()
         except TimeoutError:
             with state.lock:
-                quiet = state.busy == 0 and time.monotonic() - state.last > idle
+                last = max(state.last, proxy.last)
+                quiet = state.busy == 0 and not proxy.active and time.monotonic() - last > idle
             if quiet or not _still_ours(path, inode):
                 return
             continue
@@ -456,11 +468,9 @@ def preload() -> None:
     import keel.hook.runner
     import keel.journal
     import keel.monitor
-    import keel.policy._policy
-    import keel.policy._shell
+    import keel.policy
 
-    with contextlib.suppress(Exception):
-        keel.policy._shell._parser()  # pyright: ignore[reportPrivateUsage]
+    keel.policy.preload()
 
 
 if __name__ == "__main__":

@@ -212,7 +212,7 @@ def _glob_dir(glob: str) -> str | None:
     """Where a walking glob starts: the whole of a plain path, else its literal directory."""
     if not any(c in _WILDCARDS for c in glob):
         return glob
-    from keel.policy._judge_search import literal_dir
+    from keel.policy import literal_dir
 
     return literal_dir(glob)
 

@@ -15,11 +15,13 @@ the last field: a message is whatever arrives before end of file.
 ``keel.hook.runner.answer``. Values here are ``Frozen`` (not dataclasses: ``dataclasses``
 costs more to import than the whole hook process otherwise does).
 
-Only ``os`` and ``keel.core.frozen`` at import: the hook process imports this on every call.
+Only ``os``, ``keel.core.daemon`` and ``keel.core.frozen`` at import: the hook process
+imports this on every call.
 """
 
 import os
 
+from keel.core.daemon import RECORD_NAME
 from keel.core.frozen import Frozen
 
 MAGIC = b"keel-hookd/2"
@@ -28,8 +30,8 @@ SOCKET_NAME = "hookd.sock"
 """The daemon's socket in ``.keel/`` (mode 0600)."""
 LOCK_NAME = "hookd.lock"
 """The lock the one daemon of a workspace holds in ``.keel/``."""
-PID_NAME = "hookd.pid"
-"""``<pid> <start time>`` of the daemon in ``.keel/``: the only listener a relay trusts."""
+PID_NAME = RECORD_NAME
+"""``<pid> <start time>`` of the daemon in ``.keel/`` (``keel.core.daemon``)."""
 BLOCK = 2
 """The exit code every client treats as "block" (reason on stderr); with 0 the only one."""
 RETRY = b"retry"

@@ -268,9 +268,9 @@ def _scrubbed(event: Event) -> Event:
         if isinstance(value, str):
             return value.encode("utf-8", "backslashreplace").decode("utf-8")
         if isinstance(value, dict):
-            return {scrub(k): scrub(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
+            return {scrub(k): scrub(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
-            return [scrub(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+            return [scrub(v) for v in value]
         return value
 
     try:

@@ -114,12 +114,12 @@ def break_of(row: Row) -> JournalBreak:
         data = {}
     if not isinstance(data, dict):
         data = {}
-    lost, moved = data.get("lost"), data.get("moved_to")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    lost, moved = data.get("lost"), data.get("moved_to")
     return JournalBreak(
         seq=row.seq,
         ts=row.ts,
-        reason=str(data.get("reason", "unknown")),  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-        message=str(data.get("message", "a break was recorded")),  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        reason=str(data.get("reason", "unknown")),
+        message=str(data.get("message", "a break was recorded")),
         lost=lost if isinstance(lost, int) else None,
         moved_to=moved if isinstance(moved, str) else None,
     )

@@ -123,12 +123,12 @@ def _parse(data: bytes) -> tuple[RecordedHead | None, object]:
         return None, None
     if not isinstance(doc, dict):
         return None, None
-    jid, seq, hash_ = doc.get("journal_id"), doc.get("seq"), doc.get("hash")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    jid, seq, hash_ = doc.get("journal_id"), doc.get("seq"), doc.get("hash")
     if not (isinstance(jid, str) and isinstance(hash_, str)):
         return None, None
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
         return None, None
-    return RecordedHead(jid, seq, hash_), doc.get("check")  # pyright: ignore[reportUnknownMemberType]
+    return RecordedHead(jid, seq, hash_), doc.get("check")
 
 
 def encode_head(head: RecordedHead, database: Path) -> bytes:

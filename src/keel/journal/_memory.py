@@ -145,4 +145,4 @@ class MemoryJournal:
 
 def _loads(text: str) -> dict[str, Any]:
     value = json.loads(text)
-    return value if isinstance(value, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+    return value if isinstance(value, dict) else {}

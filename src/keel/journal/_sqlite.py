@@ -217,7 +217,7 @@ def _object(text: str, what: str) -> dict[str, Any]:
         raise JournalError(message, code="journal.corrupt_row") from exc
     if not isinstance(value, dict):
         raise JournalError(f"stored {what} is not an object", code="journal.corrupt_row")
-    return value  # pyright: ignore[reportUnknownVariableType]
+    return value
 
 
 class SQLiteJournal:

@@ -97,7 +97,7 @@ def any_value(value: Any) -> dict[str, Any]:
     if isinstance(value, float):
         return {"doubleValue": value}
     if isinstance(value, list | tuple):
-        items: Sequence[Any] = value  # pyright: ignore[reportUnknownVariableType]
+        items: Sequence[Any] = value
         return {"arrayValue": {"values": [any_value(v) for v in items]}}
     if isinstance(value, str):
         return {"stringValue": value}

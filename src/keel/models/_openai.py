@@ -167,5 +167,5 @@ def parse_chat(reply: Any, name: str) -> ModelResponse:
 
 def _getter(reply: Any) -> Any:
     if isinstance(reply, dict):
-        return lambda obj, key: obj.get(key) if isinstance(obj, dict) else None  # pyright: ignore[reportUnknownLambdaType, reportUnknownMemberType]
+        return lambda obj, key: obj.get(key) if isinstance(obj, dict) else None
     return lambda obj, key: getattr(obj, key, None)

@@ -49,9 +49,9 @@ def scrub(value: Any) -> Any:
     if isinstance(value, str):
         return scrub_text(value)
     if isinstance(value, dict):
-        return {k: scrub(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
+        return {k: scrub(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [scrub(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+        return [scrub(v) for v in value]
     return value
 
 

@@ -55,9 +55,9 @@ def server_message(exc: Any) -> str:
     """The server's own words from an error body (``{"error": {"message"}}`` or its forms)."""
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
-        error = body.get("error", body)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        if isinstance(error, dict) and error.get("message"):  # pyright: ignore[reportUnknownMemberType]
-            return str(error["message"])  # pyright: ignore[reportUnknownArgumentType]
+        error = body.get("error", body)
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
         if isinstance(error, str):
             return error
     return str(getattr(exc, "message", "") or exc)

@@ -104,24 +104,24 @@ class ScriptedModel:
                 f"cannot read the script {str(file)!r}: {exc}", code="model.script"
             ) from exc
         if isinstance(data, dict) and "responses" in data:
-            data = data["responses"]  # pyright: ignore[reportUnknownVariableType]
+            data = data["responses"]
         if not isinstance(data, list):
             raise ModelError(
                 f"the script {str(file)!r} must be a list of answers", code="model.script"
             )
-        return cls(data, name=name or f"script:{file.name}")  # pyright: ignore[reportUnknownArgumentType]
+        return cls(data, name=name or f"script:{file.name}")
 
 
 def _check_step(step: Any, index: int) -> Step:
     if isinstance(step, str):
         return step
     known = {"content", "json", "tool_calls", "finish_reason", "usage", "error"}
-    if not isinstance(step, Mapping) or set(step) - known:  # pyright: ignore[reportUnknownArgumentType]
+    if not isinstance(step, Mapping) or set(step) - known:
         raise ModelError(
             f"script step {index + 1} must be text or an object with {sorted(known)}",
             code="model.script",
         )
-    return step  # pyright: ignore[reportUnknownVariableType]
+    return step
 
 
 def step_response(step: Step, index: int) -> ModelResponse:
@@ -296,19 +296,19 @@ def _recorded_request(data: Mapping[str, Any]) -> ModelRequest:
 def pointer_diff(a: Any, b: Any, pointer: str = "") -> tuple[str, Any, Any]:
     """The JSON pointer (RFC 6901) of the first place ``a`` and ``b`` differ, and both values."""
     if isinstance(a, dict) and isinstance(b, dict):
-        for key in sorted(set(a) | set(b), key=str):  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
-            if a.get(key) != b.get(key):  # pyright: ignore[reportUnknownMemberType]
-                escaped = str(key).replace("~", "~0").replace("/", "~1")  # pyright: ignore[reportUnknownArgumentType]
-                return pointer_diff(a.get(key), b.get(key), f"{pointer}/{escaped}")  # pyright: ignore[reportUnknownMemberType]
+        for key in sorted(set(a) | set(b), key=str):
+            if a.get(key) != b.get(key):
+                escaped = str(key).replace("~", "~0").replace("/", "~1")
+                return pointer_diff(a.get(key), b.get(key), f"{pointer}/{escaped}")
         return pointer, a, b
     if isinstance(a, list) and isinstance(b, list):
-        for index, (x, y) in enumerate(zip(a, b, strict=False)):  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+        for index, (x, y) in enumerate(zip(a, b, strict=False)):
             if x != y:
                 return pointer_diff(x, y, f"{pointer}/{index}")
-        index = min(len(a), len(b))  # pyright: ignore[reportUnknownArgumentType]
+        index = min(len(a), len(b))
         return (
             f"{pointer}/{index}",
-            a[index] if index < len(a) else None,  # pyright: ignore[reportUnknownArgumentType]
-            b[index] if index < len(b) else None,  # pyright: ignore[reportUnknownArgumentType]
+            a[index] if index < len(a) else None,
+            b[index] if index < len(b) else None,
         )
     return pointer, a, b

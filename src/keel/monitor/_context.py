@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from keel.core.calls import ToolCall, ToolResult
     from keel.core.decision import GuidanceLevel
     from keel.core.settings import Settings
-    from keel.policy._facts import CommandFacts
+    from keel.policy import CommandFacts
 
     FactsReader = Callable[[str, str | None], CommandFacts]
 
@@ -103,7 +103,7 @@ class Context:
                 self._facts = _own_reader(self.config)
             return self._facts(line, cwd)
         except Exception:
-            from keel.policy._facts import CONSERVATIVE
+            from keel.policy import CONSERVATIVE
 
             return CONSERVATIVE
 
@@ -161,7 +161,7 @@ def _own_reader(config: Settings) -> FactsReader:
             return reader
     from pathlib import Path
 
-    from keel.policy._policy import Policy
+    from keel.policy import Policy
 
     reader = Policy.from_config(config, Path("/")).command_facts
     _OWN_READERS.append((config, reader))
@@ -171,7 +171,7 @@ def _own_reader(config: Settings) -> FactsReader:
 
 def _scope_matcher(config: Settings) -> Callable[[str], bool]:
     """``[scope]`` with the policy's glob semantics, for a monitor used without a guard."""
-    from keel.policy._paths import GlobSet
+    from keel.policy import GlobSet
 
     included = GlobSet(tuple(config.scope.include))
     excluded = GlobSet(tuple(config.scope.exclude))

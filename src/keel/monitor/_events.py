@@ -55,8 +55,8 @@ def tokens_of(data: dict[str, Any]) -> tuple[int, bool] | None:
     usage = data.get("usage")
     if isinstance(usage, dict):
         total = sum(
-            int(v)  # pyright: ignore[reportUnknownArgumentType]
-            for k, v in usage.items()  # pyright: ignore[reportUnknownVariableType]
+            int(v)
+            for k, v in usage.items()
             if k in ("input_tokens", "output_tokens") and isinstance(v, int | float)
         )
         return total, False

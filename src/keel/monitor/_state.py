@@ -59,7 +59,7 @@ class CallEntry(NamedTuple):
     @classmethod
     def from_list(cls, value: Any) -> CallEntry:
         """The entry of a JSON list; a ``PayloadError`` if it is not one."""
-        items: list[Any] = list(value) if isinstance(value, list | tuple) else []  # pyright: ignore[reportUnknownArgumentType]
+        items: list[Any] = list(value) if isinstance(value, list | tuple) else []
         if not (len(items) == len(cls._fields) and _entry_types(items)):
             raise PayloadError("monitor state has malformed recent", code="payload.monitor_state")
         items[7] = tuple(items[7])
@@ -75,7 +75,7 @@ def _entry_types(items: list[Any]) -> bool:
         and all(v is None or isinstance(v, str) for v in (out, tool_use_id))
         and (ok is None or isinstance(ok, bool))
         and isinstance(gates, list | tuple)
-        and all(isinstance(g, str) for g in gates)  # pyright: ignore[reportUnknownVariableType]
+        and all(isinstance(g, str) for g in gates)
     )
 
 
@@ -193,17 +193,17 @@ class MonitorState:
         """
         if not isinstance(data, dict):
             raise PayloadError("monitor state must be an object", code="payload.monitor_state")
-        unknown = sorted(set(data) - set(_FIELDS))  # pyright: ignore[reportUnknownArgumentType]
-        if unknown or data.get("version") != STATE_VERSION:  # pyright: ignore[reportUnknownMemberType]
+        unknown = sorted(set(data) - set(_FIELDS))
+        if unknown or data.get("version") != STATE_VERSION:
             raise PayloadError(
-                f"monitor state has unknown keys {unknown} or version {data.get('version')!r}",  # pyright: ignore[reportUnknownMemberType]
+                f"monitor state has unknown keys {unknown} or version {data.get('version')!r}",
                 code="payload.monitor_state",
             )
-        values: dict[str, Any] = dict(data)  # pyright: ignore[reportUnknownArgumentType]
+        values: dict[str, Any] = dict(data)
         recent = values.get("recent", [])
         if not isinstance(recent, list):
             raise PayloadError("monitor state has malformed recent", code="payload.monitor_state")
-        values["recent"] = [CallEntry.from_list(e) for e in recent]  # pyright: ignore[reportUnknownVariableType]
+        values["recent"] = [CallEntry.from_list(e) for e in recent]
         try:
             state = cls(**values)
         except TypeError as exc:
@@ -223,16 +223,16 @@ def _check_types(state: MonitorState) -> None:
             for v in (state.step, state.tokens, state.no_gain, state.last_edit_step, state.drift)
         ),
         "maps": all(
-            isinstance(m, dict) and all(type(v) is int for v in m.values())  # pyright: ignore[reportUnnecessaryIsInstance]
+            isinstance(m, dict) and all(type(v) is int for v in m.values())
             for m in (state.seen, state.failures, state.errors)
         ),
         "ladder": isinstance(state.ladder, dict)
-        and all(_is_pair(v, lambda x: x in GUIDANCE_LEVELS) for v in state.ladder.values()),  # pyright: ignore[reportUnnecessaryIsInstance]
+        and all(_is_pair(v, lambda x: x in GUIDANCE_LEVELS) for v in state.ladder.values()),
         "gates": isinstance(state.gates, dict)
-        and all(_is_pair(v, lambda x: type(x) is int) for v in state.gates.values()),  # pyright: ignore[reportUnnecessaryIsInstance]
+        and all(_is_pair(v, lambda x: type(x) is int) for v in state.gates.values()),
         "lists": all(
             isinstance(v, list) for v in (state.plan_words, state.plan_steps, state.budget_warned)
-        ),  # pyright: ignore[reportUnnecessaryIsInstance]
+        ),
     }
     bad = [name for name, ok in checks.items() if not ok]
     if bad:
@@ -246,7 +246,5 @@ def _is_pair(value: Any, first: Any) -> bool:
         isinstance(value, list)
         and len(value) == 2
         and bool(first(value[0]))
-        and (  # pyright: ignore[reportUnknownArgumentType]
-            type(value[1]) in (int, bool)
-        )
+        and (type(value[1]) in (int, bool))
     )

@@ -113,7 +113,7 @@ def detect_format(path: Path) -> ScanFormat:
         except (ValueError, RecursionError):
             continue
         if isinstance(first, dict):
-            return _line_format(first, path)  # pyright: ignore[reportUnknownArgumentType]
+            return _line_format(first, path)
     raise PayloadError(f"{path}: not a recognised agent run", code="payload.scan_format")
 
 
@@ -126,11 +126,11 @@ def _first_line_is_object(text: str) -> bool:
 
 def _json_format(data: Any, path: Path) -> ScanFormat:
     if isinstance(data, dict):
-        if isinstance(data.get("trajectory"), list):  # pyright: ignore[reportUnknownMemberType]
+        if isinstance(data.get("trajectory"), list):
             return "swe-agent"
-        if isinstance(data.get("messages"), list):  # pyright: ignore[reportUnknownMemberType]
+        if isinstance(data.get("messages"), list):
             return "mini-swe-agent"
-        if {"kind", "session_id", "payload"} <= set(data):  # pyright: ignore[reportUnknownArgumentType]
+        if {"kind", "session_id", "payload"} <= set(data):
             return "keel"
     if _is_message_list(data):
         return "mini-swe-agent"
@@ -144,7 +144,7 @@ def _is_message_list(data: Any) -> bool:
     return (
         isinstance(data, list)
         and bool(data)
-        and all(isinstance(m, dict) and "role" in m for m in data)  # pyright: ignore[reportUnknownVariableType]
+        and all(isinstance(m, dict) and "role" in m for m in data)
     )
 
 
@@ -191,7 +191,7 @@ def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         except (ValueError, RecursionError):
             continue  # a torn last line of a live transcript
         if isinstance(value, dict):
-            yield number, value  # pyright: ignore[reportUnknownArgumentType]
+            yield number, value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,8 +281,8 @@ def classify(
 
 def _command(args: dict[str, Any]) -> str | None:
     value = args.get("command", args.get("cmd"))
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):  # pyright: ignore[reportUnknownVariableType]
-        return _argv_line(value)  # pyright: ignore[reportUnknownArgumentType]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return _argv_line(value)
     return value if isinstance(value, str) else None
 
 
@@ -318,9 +318,9 @@ def _text_of(content: Any) -> str:
         return content
     if isinstance(content, list):
         parts = [
-            str(item.get("text", ""))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-            for item in content  # pyright: ignore[reportUnknownVariableType]
-            if isinstance(item, dict) and item.get("type") in ("text", "input_text", "output_text")  # pyright: ignore[reportUnknownMemberType]
+            str(item.get("text", ""))
+            for item in content
+            if isinstance(item, dict) and item.get("type") in ("text", "input_text", "output_text")
         ]
         return "\n".join(parts)
     return ""
@@ -372,9 +372,9 @@ def _claude(lines: Iterator[tuple[int, dict[str, Any]]]) -> list[Event]:
         message = obj.get("message")
         if not isinstance(message, dict):
             continue
-        content: Any = message.get("content")  # pyright: ignore[reportUnknownMemberType]
+        content: Any = message.get("content")
         if obj.get("type") == "assistant":
-            _claude_assistant(run, message, content, names, usage_seen)  # pyright: ignore[reportUnknownArgumentType]
+            _claude_assistant(run, message, content, names, usage_seen)
         elif obj.get("type") == "user" and not obj.get("isMeta"):
             _claude_user(run, content, names)
     return run.finish()
@@ -391,16 +391,16 @@ def _claude_assistant(
     if isinstance(content, str):
         run.text(content)
         return
-    for item in content if isinstance(content, list) else []:  # pyright: ignore[reportUnknownVariableType]
+    for item in content if isinstance(content, list) else []:
         if not isinstance(item, dict):
             continue
-        if item.get("type") == "text":  # pyright: ignore[reportUnknownMemberType]
-            run.text(str(item.get("text", "")))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-        elif item.get("type") == "tool_use":  # pyright: ignore[reportUnknownMemberType]
-            tool_id, name = str(item.get("id")), str(item.get("name"))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        if item.get("type") == "text":
+            run.text(str(item.get("text", "")))
+        elif item.get("type") == "tool_use":
+            tool_id, name = str(item.get("id")), str(item.get("name"))
             names[tool_id] = name
-            args = item.get("input")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-            run.call(name, args if isinstance(args, dict) else {}, tool_id)  # pyright: ignore[reportUnknownArgumentType]
+            args = item.get("input")
+            run.call(name, args if isinstance(args, dict) else {}, tool_id)
 
 
 def _claude_user(run: _Run, content: Any, names: dict[str, str]) -> None:
@@ -410,19 +410,19 @@ def _claude_user(run: _Run, content: Any, names: dict[str, str]) -> None:
             run.data("prompt", text=content)
         return
     texts: list[str] = []
-    for item in content if isinstance(content, list) else []:  # pyright: ignore[reportUnknownVariableType]
+    for item in content if isinstance(content, list) else []:
         if not isinstance(item, dict):
             continue
-        if item.get("type") == "tool_result":  # pyright: ignore[reportUnknownMemberType]
-            tool_id = str(item.get("tool_use_id"))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-            output = _text_of(item.get("content"))  # pyright: ignore[reportUnknownMemberType]
-            failed = bool(item.get("is_error"))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        if item.get("type") == "tool_result":
+            tool_id = str(item.get("tool_use_id"))
+            output = _text_of(item.get("content"))
+            failed = bool(item.get("is_error"))
             code = _exit_code(output)
             run.result(
                 names.get(tool_id, "?"), tool_id, output, not failed, code if failed else None
             )
-        elif item.get("type") == "text":  # pyright: ignore[reportUnknownMemberType]
-            texts.append(str(item.get("text", "")))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        elif item.get("type") == "text":
+            texts.append(str(item.get("text", "")))
     if texts and "".join(texts).strip():
         run.claimed = False
         run.data("prompt", text="\n".join(texts))
@@ -441,14 +441,14 @@ def _codex(lines: Iterator[tuple[int, dict[str, Any]]]) -> list[Event]:
         payload: Any = obj.get("payload") if "payload" in obj else obj
         if not isinstance(payload, dict):
             continue
-        if kind in ("session_meta", "turn_context") and isinstance(payload.get("cwd"), str):  # pyright: ignore[reportUnknownMemberType]
-            run.cwd = str(payload["cwd"])  # pyright: ignore[reportUnknownArgumentType]
+        if kind in ("session_meta", "turn_context") and isinstance(payload.get("cwd"), str):
+            run.cwd = str(payload["cwd"])
         if kind == "session_meta":
-            run.session_id = str(payload.get("id") or run.session_id)  # pyright: ignore[reportUnknownMemberType]
+            run.session_id = str(payload.get("id") or run.session_id)
         elif kind == "event_msg":
-            _codex_event(run, payload)  # pyright: ignore[reportUnknownArgumentType]
+            _codex_event(run, payload)
         elif kind == "response_item" or kind in _CODEX_LEGACY:
-            _codex_item(run, payload, names)  # pyright: ignore[reportUnknownArgumentType]
+            _codex_item(run, payload, names)
     return run.finish()
 
 
@@ -456,8 +456,8 @@ def _codex_event(run: _Run, payload: dict[str, Any]) -> None:
     if payload.get("type") != "token_count":
         return
     info = payload.get("info")
-    usage = info.get("total_token_usage") if isinstance(info, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    if isinstance(usage, dict) and isinstance(usage.get("total_tokens"), int):  # pyright: ignore[reportUnknownMemberType]
+    usage = info.get("total_token_usage") if isinstance(info, dict) else None
+    if isinstance(usage, dict) and isinstance(usage.get("total_tokens"), int):
         run.data("model.response", total_tokens=usage["total_tokens"])
 
 
@@ -476,14 +476,14 @@ def _codex_item(run: _Run, item: dict[str, Any], names: dict[str, str]) -> None:
         args = json.loads(raw) if isinstance(raw, str) and raw.strip() else raw
         name = str(item.get("name"))
         names[call_id] = name
-        run.call(name, args if isinstance(args, dict) else {"arguments": raw}, call_id)  # pyright: ignore[reportUnknownArgumentType]
+        run.call(name, args if isinstance(args, dict) else {"arguments": raw}, call_id)
     elif kind == "custom_tool_call":
         name = str(item.get("name"))
         names[call_id] = name
         run.call(name, {"input": item.get("input", "")}, call_id)
     elif kind == "local_shell_call":
         action = item.get("action")
-        command = action.get("command") if isinstance(action, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        command = action.get("command") if isinstance(action, dict) else None
         names[call_id] = "local_shell"
         run.call("local_shell", {"command": command}, call_id)
     elif kind in ("function_call_output", "custom_tool_call_output"):
@@ -494,8 +494,8 @@ def _codex_item(run: _Run, item: dict[str, Any], names: dict[str, str]) -> None:
 def _codex_output(value: Any) -> tuple[str, int | None]:
     """(output, exit code) from a Codex tool output: plain text, or JSON with metadata."""
     if isinstance(value, dict):
-        text = str(value.get("content", value.get("output", "")))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-        success = value.get("success")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        text = str(value.get("content", value.get("output", "")))
+        success = value.get("success")
         return text, (1 if success is False else _exit_code(text))
     if isinstance(value, list):  # content items: [{"type": "input_text", "text": ...}]
         text = _text_of(value)
@@ -507,9 +507,9 @@ def _codex_output(value: Any) -> tuple[str, int | None]:
         except (ValueError, RecursionError):
             data = None
         if isinstance(data, dict) and "output" in data:
-            meta = data.get("metadata")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-            code = meta.get("exit_code") if isinstance(meta, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-            return str(data["output"]), code if isinstance(code, int) else None  # pyright: ignore[reportUnknownArgumentType]
+            meta = data.get("metadata")
+            code = meta.get("exit_code") if isinstance(meta, dict) else None
+            return str(data["output"]), code if isinstance(code, int) else None
     return text, _exit_code(text)
 
 
@@ -558,19 +558,19 @@ def _mini(data: Any) -> list[Event]:
 
 def _exit_status(message: dict[str, Any]) -> Any:
     extra = message.get("extra")
-    return extra.get("exit_status") if isinstance(extra, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    return extra.get("exit_status") if isinstance(extra, dict) else None
 
 
 def _mini_assistant(run: _Run, message: dict[str, Any], content: str, index: int) -> str | None:
     calls = message.get("tool_calls")
     if isinstance(calls, list) and calls:
         last: str | None = None
-        for number, call in enumerate(calls):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-            function = call.get("function", {}) if isinstance(call, dict) else {}  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-            raw = function.get("arguments", "{}")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-            args = json.loads(raw) if isinstance(raw, str) else raw  # pyright: ignore[reportUnknownVariableType]
-            last = str(call.get("id") or f"mini-{index}-{number}")  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-            _mini_command(run, str(args.get("command", "")), last)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        for number, call in enumerate(calls):
+            function = call.get("function", {}) if isinstance(call, dict) else {}
+            raw = function.get("arguments", "{}")
+            args = json.loads(raw) if isinstance(raw, str) else raw
+            last = str(call.get("id") or f"mini-{index}-{number}")
+            _mini_command(run, str(args.get("command", "")), last)
         return last
     blocks = _BASH_BLOCK.findall(content) or _extra_actions(message)
     thought = _BASH_BLOCK.sub("", content)
@@ -592,10 +592,10 @@ def _mini_command(run: _Run, command: str, tool_id: str) -> bool:
 def _extra_actions(message: dict[str, Any]) -> list[str]:
     """The commands mini-swe-agent recorded it ran (``extra.actions``), when the text has none."""
     extra = message.get("extra")
-    actions = extra.get("actions") if isinstance(extra, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    actions = extra.get("actions") if isinstance(extra, dict) else None
     if not isinstance(actions, list):
         return []
-    return [str(a["command"]) for a in actions if isinstance(a, dict) and "command" in a]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    return [str(a["command"]) for a in actions if isinstance(a, dict) and "command" in a]
 
 
 def _mini_result(run: _Run, tool_id: str, content: str, message: dict[str, Any]) -> None:
@@ -611,8 +611,8 @@ def _mini_result(run: _Run, tool_id: str, content: str, message: dict[str, Any])
 def _mini_recorded(message: dict[str, Any]) -> tuple[str, int | None] | None:
     """What mini-swe-agent 2 records beside the text: ``extra.returncode``/``raw_output``."""
     extra = message.get("extra")
-    code = extra.get("returncode") if isinstance(extra, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    raw = extra.get("raw_output") if isinstance(extra, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    code = extra.get("returncode") if isinstance(extra, dict) else None
+    raw = extra.get("raw_output") if isinstance(extra, dict) else None
     if not isinstance(code, int) or not isinstance(raw, str):
         return None
     return raw, code
@@ -636,9 +636,9 @@ def _mini_json_observation(content: str) -> tuple[str, int | None] | None:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("returncode"), int):
         return None
-    parts = (data.get("output"), data.get("output_head"), data.get("output_tail"))  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    output = "\n".join(p for p in parts if isinstance(p, str))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-    return output, int(data["returncode"])  # pyright: ignore[reportUnknownArgumentType]
+    parts = (data.get("output"), data.get("output_head"), data.get("output_tail"))
+    output = "\n".join(p for p in parts if isinstance(p, str))
+    return output, int(data["returncode"])
 
 
 # ---------------------------------------------------------------------------------------------

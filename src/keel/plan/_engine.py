@@ -242,7 +242,7 @@ class PlanEngine:
             check_types(spec.params, bound, spec.name)
         except BindError as exc:
             bad = args if isinstance(args, dict) else {}
-            result = ProbeResult.failure(f"probe.{exc.code}", exc.message)
+            result = ProbeResult.failure(exc.code, exc.message)
             return self._outcome(step, spec.name, bad, result)
         limit = step.timeout or self.config.limits.probe_timeout_seconds
         return {
@@ -346,7 +346,7 @@ class PlanEngine:
             status = "rejected"
         record = QuestionRecord(
             step.id, step.output_to, str(question), status, choices, answer, source
-        )  # type: ignore[arg-type]
+        )
         facts = (
             (f"the user chose {step.output_to} = {shown(answer)}",) if status == "answered" else ()
         )
@@ -365,7 +365,7 @@ class PlanEngine:
         if isinstance(step.choices, str):
             ref = whole_ref(step.choices)
             value = find(ref) if ref else UNDEFINED
-            return list(value) if isinstance(value, list) else None  # pyright: ignore[reportUnknownArgumentType]
+            return list(value) if isinstance(value, list) else None
         return list(step.choices)
 
     def _final(self, step: FinalActionStep) -> None:
@@ -490,7 +490,7 @@ class PlanEngine:
             DataPayload(data),
             trace_id=self.trace_id,
             parent_span_id=self.root_span,
-        )  # type: ignore[arg-type]
+        )
         with self._lock:
             self._events.append(event)
 

@@ -55,9 +55,9 @@ _FACTS: dict[str, Callable[[dict[str, Any], Any], str]] = {
 
 def _shape(value: Any) -> str:
     if isinstance(value, dict):
-        return f" (an object with keys {shown(list(value))})"  # pyright: ignore[reportUnknownArgumentType]
+        return f" (an object with keys {shown(list(value))})"
     if isinstance(value, list):
-        return f" (an array of {len(value)} items)"  # pyright: ignore[reportUnknownArgumentType]
+        return f" (an array of {len(value)} items)"
     return f" ({shown(value)})"
 
 

@@ -68,10 +68,10 @@ class SandboxedRunner:
         data = self._call({"batch": batch, "backend": self.name}, workspace, timeout + 2)
         if isinstance(data, ProbeResult):
             return [data] * len(requests)
-        if not isinstance(data, list) or len(data) != len(requests):  # pyright: ignore[reportUnknownArgumentType]
+        if not isinstance(data, list) or len(data) != len(requests):
             failure = ProbeResult.failure("probe.bad_output", "the runner returned a bad batch")
             return [failure] * len(requests)
-        return [ProbeResult.from_dict(item) for item in data]  # pyright: ignore[reportUnknownVariableType]
+        return [ProbeResult.from_dict(item) for item in data]
 
     def _call(self, payload: dict[str, Any], workspace: Path, timeout: float) -> Any:
         from keel.core.errors import SandboxError

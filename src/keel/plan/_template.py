@@ -51,10 +51,10 @@ def refs_in(value: Any) -> Iterator[Ref]:
             path = tuple(p for p in match.group(2).split(".") if p)
             yield Ref(match.group(1), path)
     elif isinstance(value, list | tuple):
-        for item in value:  # pyright: ignore[reportUnknownVariableType]
+        for item in value:
             yield from refs_in(item)
     elif isinstance(value, dict):
-        for item in value.values():  # pyright: ignore[reportUnknownVariableType]
+        for item in value.values():
             yield from refs_in(item)
 
 
@@ -104,10 +104,10 @@ def lookup(ref: Ref, variables: Mapping[str, Any]) -> Any:
     current = variables[ref.var]
     for part in ref.path:
         if isinstance(current, dict):
-            current = current.get(part, UNDEFINED)  # pyright: ignore[reportUnknownMemberType]
+            current = current.get(part, UNDEFINED)
         elif isinstance(current, list) and part.lstrip("-").isdigit():
             index = int(part)
-            size = len(current)  # pyright: ignore[reportUnknownArgumentType]
+            size = len(current)
             current = current[index] if -size <= index < size else UNDEFINED
         else:
             return UNDEFINED
@@ -146,9 +146,9 @@ def render(value: Any, lookup_ref: Callable[[Ref], Any]) -> tuple[Any, list[Ref]
 
             return TEMPLATE.sub(one, item)
         if isinstance(item, list | tuple):
-            return [fill(i) for i in item]  # pyright: ignore[reportUnknownVariableType]
+            return [fill(i) for i in item]
         if isinstance(item, dict):
-            return {k: fill(v) for k, v in item.items()}  # pyright: ignore[reportUnknownVariableType]
+            return {k: fill(v) for k, v in item.items()}
         return item
 
     return fill(value), missing

@@ -416,9 +416,9 @@ class _Checker:
             bound = bind(params, action.args, name)
         except BindError as exc:
             where = f"{path}.args"
-            if exc.code == "arg_name" and isinstance(exc.param, str):
+            if exc.kind == "arg_name" and isinstance(exc.param, str):
                 where += f".{exc.param}"
-            self.error(f"plan.{exc.code}", exc.message, where, step)
+            self.error(f"plan.{exc.kind}", exc.message, where, step)
             return None
         positions = {p.name: i for i, p in enumerate(params)}
         for param in params:
@@ -786,10 +786,10 @@ def _located_refs(value: Any, path: str) -> list[tuple[Ref, str]]:
             for ref in refs_in(item):
                 found.setdefault(ref.var, (ref, where))
         elif isinstance(item, list):
-            for i, sub in enumerate(item):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+            for i, sub in enumerate(item):
                 walk(sub, f"{where}[{i}]")
         elif isinstance(item, dict):
-            for key, sub in item.items():  # pyright: ignore[reportUnknownVariableType]
+            for key, sub in item.items():
                 walk(sub, f"{where}.{key}")
 
     walk(value, path)

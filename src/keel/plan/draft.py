@@ -232,7 +232,7 @@ def extract_plan(response: ModelResponse) -> tuple[Source, Any, str | None]:
         except ValueError as exc:
             return "tool_call", None, f"the submit_plan arguments are not JSON: {exc}"
         if isinstance(data, dict) and "steps" not in data and isinstance(data.get("plan"), dict):
-            data = data["plan"]  # pyright: ignore[reportUnknownVariableType]
+            data = data["plan"]
         return "tool_call", data, None
     text = response.content.strip()
     if not text:

@@ -23,19 +23,36 @@ A policy is *contained* when every command it allows runs inside ``keel exec``
 
 Besides ``Policy``, the package exports the facts other layers share with it, so that none of
 them reaches into its private modules: ``GlobSet`` and ``glob_to_regex`` (the gitignore-style
-globs of ``[sandbox] read_only`` and the protected paths) and ``port_allowed`` (which ports a
-``network_allow`` entry allows; ``keel wrap``'s proxy applies the same rule).
+globs of ``[sandbox] read_only`` and the protected paths), ``port_allowed`` (which ports a
+``network_allow`` entry allows; ``keel wrap``'s proxy applies the same rule),
+``CommandFacts`` and ``CONSERVATIVE`` (what a command line does, for the monitor),
+``secret_excludes`` (the secret-file globs a client's search is rewritten to exclude) and
+``literal_dir`` (where a walking glob starts). ``preload`` readies the engine in a
+long-lived process (hookd).
 """
 
 from __future__ import annotations
 
 TYPE_CHECKING = False  # typing costs 3 ms to import on the hook path
 if TYPE_CHECKING:
+    from keel.policy._facts import CONSERVATIVE, CommandFacts
     from keel.policy._judge_net import port_allowed
+    from keel.policy._judge_search import literal_dir, secret_excludes
     from keel.policy._paths import GlobSet, glob_to_regex
     from keel.policy._policy import Policy, patch_paths
 
-__all__ = ["GlobSet", "Policy", "glob_to_regex", "patch_paths", "port_allowed"]
+__all__ = [
+    "CONSERVATIVE",
+    "CommandFacts",
+    "GlobSet",
+    "Policy",
+    "glob_to_regex",
+    "literal_dir",
+    "patch_paths",
+    "port_allowed",
+    "preload",
+    "secret_excludes",
+]
 
 _WHERE = {
     "Policy": "_policy",
@@ -43,6 +60,10 @@ _WHERE = {
     "GlobSet": "_paths",
     "glob_to_regex": "_paths",
     "port_allowed": "_judge_net",
+    "CommandFacts": "_facts",
+    "CONSERVATIVE": "_facts",
+    "secret_excludes": "_judge_search",
+    "literal_dir": "_judge_search",
 }
 """The private module each export lives in, imported on first access."""
 
@@ -53,3 +74,18 @@ def __getattr__(name: str) -> object:
         raise AttributeError(f"module 'keel.policy' has no attribute {name!r}")
     module = __import__(f"keel.policy.{where}", fromlist=[name])
     return getattr(module, name)
+
+
+def preload() -> None:
+    """Import the engine and build the shell parser now, not on the first request (hookd).
+
+    A parser that cannot be built fails here quietly, and again on the first line that needs
+    it, as it would without the preload (the policy fails closed on it).
+    """
+    import keel.policy._policy
+    import keel.policy._shell
+
+    try:
+        keel.policy._shell._parser()  # pyright: ignore[reportPrivateUsage]
+    except Exception:
+        return

@@ -8,11 +8,11 @@ structured :class:`ProbeIssue`; it never raises.
 Standard library only: the sandboxed runner imports this package.
 """
 
+from keel.core.errors import BindError
 from keel.probes._exec import execute
 from keel.probes._fs import ProbeContext
 from keel.probes._registry import (
     PROBES,
-    BindError,
     Param,
     ParamType,
     ProbeSpec,

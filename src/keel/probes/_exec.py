@@ -16,8 +16,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from keel.core.errors import BindError
 from keel.probes._fs import ProbeContext
-from keel.probes._registry import BindError, bind, check_types, resolve
+from keel.probes._registry import bind, check_types, resolve
 from keel.probes._result import Failure, ProbeResult
 
 MAX_VALUE_CHARS = 4_000_000
@@ -55,7 +56,7 @@ def _run(request: Any, notes: list[str]) -> ProbeResult:
         bound = bind(spec.params, args, spec.name)  # pyright: ignore[reportUnknownArgumentType]
         check_types(spec.params, bound, spec.name)
     except BindError as exc:
-        raise Failure(f"probe.{exc.code}", exc.message) from exc
+        raise Failure(exc.code, exc.message) from exc
     ctx = _context(request, notes)
     value = spec.load()(ctx, **bound)
     _check_serialisable(value)

@@ -121,7 +121,7 @@ def os_failure(exc: OSError, path: Path | str) -> Failure:
 def secret_glob(ctx: ProbeContext, raw: str, real: Path) -> str | None:
     """The secret glob ``raw`` (as named, or resolved to ``real``) matches, if any."""
     from keel.core.presets import SECRET_EXCEPTIONS, WORKSPACE_SECRETS
-    from keel.policy._paths import GlobSet
+    from keel.policy import GlobSet
 
     secrets = GlobSet(WORKSPACE_SECRETS, ignore_case=True)
     allowed = GlobSet(SECRET_EXCEPTIONS, ignore_case=True)

@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from keel.core.errors import BindError
+
 ParamType = Literal["path", "str", "int", "number", "bool", "any", "object", "list", "url"]
 ValueType = Literal["bool", "str", "str?", "int", "number", "list", "object", "object?", "any"]
 Where = Literal["sandbox", "host"]
@@ -190,14 +192,6 @@ def resolve(name: str) -> ProbeSpec | None:
 def all_names() -> list[str]:
     """Every accepted probe name and alias."""
     return sorted(_BY_NAME)
-
-
-class BindError(Exception):
-    """Arguments that do not fit a function's parameters."""
-
-    def __init__(self, code: str, message: str, param: str | int | None = None) -> None:
-        super().__init__(message)
-        self.code, self.message, self.param = code, message, param
 
 
 def bind(

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from keel.core.errors import Signal
+
 
 @dataclass(frozen=True, slots=True)
 class ProbeIssue:
@@ -108,11 +110,15 @@ class ProbeResult:
         )
 
 
-class Failure(Exception):
-    """Raised inside a probe function; the executor turns it into a failed ``ProbeResult``."""
+class Failure(Signal):
+    """Raised inside a probe function; the executor turns it into a failed ``ProbeResult``.
+
+    A probe's answer, not keel failing (that is ``ProbeError``): ``code`` is the issue's
+    (``fs.*``, ``git.*``, ``http.*``, ``json.*``...), ``issue`` the whole of it.
+    """
 
     def __init__(
         self, code: str, message: str, *, line: int | None = None, column: int | None = None
     ) -> None:
-        super().__init__(message)
+        super().__init__(message, code=code, line=line, column=column)
         self.issue = ProbeIssue(code, message, line, column)

@@ -132,7 +132,7 @@ def glob(ctx: ProbeContext, pattern: str) -> list[str]:
     """
     if not pattern or pattern.startswith("/") or ".." in Path(pattern).parts or "\x00" in pattern:
         raise Failure("path.invalid", f"bad glob {pattern!r}: must be relative, without '..'")
-    from keel.policy._paths import glob_to_regex
+    from keel.policy import glob_to_regex
 
     regex = re.compile(glob_to_regex(pattern, anchored_any_depth=False), re.DOTALL)
     root = ctx.workspace

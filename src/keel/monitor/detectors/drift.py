@@ -80,13 +80,13 @@ def plan_steps(data: dict[str, Any]) -> list[str]:
         return []
     steps: list[str] = []
     done: list[str] = []
-    for item in items:  # pyright: ignore[reportUnknownVariableType]
+    for item in items:
         if isinstance(item, str):
             steps.append(item)
         elif isinstance(item, dict):
-            text = item.get("content", item.get("step", item.get("description", "")))  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-            status = item.get("status", "")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-            (done if status == "completed" else steps).append(str(text))  # pyright: ignore[reportUnknownArgumentType]
+            text = item.get("content", item.get("step", item.get("description", "")))
+            status = item.get("status", "")
+            (done if status == "completed" else steps).append(str(text))
     return steps or done
 
 

@@ -95,10 +95,10 @@ def _judge_args(path: str, args: dict[str, Any]) -> list[dict[str, Any]]:
     if isinstance(edits, list):
         added: list[str] = []
         removed: list[str] = []
-        for edit in edits:  # pyright: ignore[reportUnknownVariableType]
+        for edit in edits:
             if isinstance(edit, dict):
-                added += _lines(edit.get("new_string"))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-                removed += _lines(edit.get("old_string"))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+                added += _lines(edit.get("new_string"))
+                removed += _lines(edit.get("old_string"))
         return _judge(path, "update", added, removed)
     content = args.get("content")
     if isinstance(content, str) and not content.strip() and is_test_path(path):

@@ -1,63 +1,15 @@
-"""The sandbox side of the proxy: a loopback listener relayed to the host proxy, then the command.
+"""The sandbox side of ``keel wrap``'s proxy: relay a connection to the host proxy's socket.
 
-bwrap starts ``python -I -S /run/keel/bridge.py PORT SOCKET COMMAND...`` (a copy of this file)
-as the sandbox's main process. It listens on ``127.0.0.1:PORT`` in the sandbox's own network
-namespace (where ``HTTP_PROXY`` points), double-forks a relay daemon that connects each
-accepted connection to the host proxy's Unix socket ``SOCKET``, and then *becomes* the command
-(``execvp``): the command's exit status, signals and process tree are exactly what they would
-be without the bridge, and the relay dies with the sandbox's pid namespace. The relay is
-reparented to the sandbox's init and sits in its own session, so the command's job control
-cannot stop it.
+``keel wrap``'s process inside the sandbox (``keel.sandbox.wrap._inside``) listens on
+``127.0.0.1`` in the sandbox's own network namespace and pipes each connection it accepts to
+the host proxy's Unix socket with ``_pipe`` (for a loopback port the client talks to directly,
+through a ``CONNECT`` tunnel first, so the proxy judges it again). ``keel exec`` needs none of
+this: its proxy accepts on a socket made inside the sandbox (``_netns``).
 
-Standard library only, and nothing imported before the ``exec`` but ``os``, ``sys`` and
-``_socket``: this runs in front of every networked contained command.
+Standard library only, imported lazily: ``_inside`` runs as a script next to this file.
 """
 
 from __future__ import annotations
-
-import _socket
-import os
-import sys
-
-
-def main(argv: list[str]) -> None:
-    """Listen, fork the relay, exec the command (see the module docstring)."""
-    port, path, command = int(argv[0]), argv[1], argv[2:]
-    listener = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
-    listener.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", port))
-    listener.listen(128)
-    child = os.fork()
-    if child == 0:
-        if os.fork() == 0:
-            _daemon(listener.detach(), path)
-        os._exit(0)
-    os.waitpid(child, 0)
-    listener.close()
-    try:
-        os.execvp(command[0], command)
-    except OSError as exc:
-        sys.stderr.write(f"keel exec: {command[0]}: {exc.strerror}\n")
-        os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
-
-
-def _daemon(fd: int, path: str) -> None:
-    """Accept forever; one thread per connection (imports wait for the first one)."""
-    try:
-        os.setsid()
-        null = os.open(os.devnull, os.O_RDWR)
-        for target in (0, 1, 2):
-            os.dup2(null, target)
-        listener = _socket.socket(fileno=fd)
-        while True:
-            conn, _ = listener._accept()  # pyright: ignore[reportAttributeAccessIssue]
-            import socket
-            import threading
-
-            args = (socket.socket(fileno=conn), path)
-            threading.Thread(target=_pipe, args=args, daemon=True).start()
-    finally:
-        os._exit(0)
 
 
 def _pipe(conn: object, path: str, target: str | None = None) -> None:
@@ -117,13 +69,3 @@ def _tunnel(upstream: object, target: str) -> bytes | None:
         head += chunk
     head, _, rest = head.partition(b"\r\n\r\n")
     return rest if head.split(b" ", 2)[1:2] == [b"200"] else None
-
-
-def source() -> str:
-    """This module's source, to put where the sandbox can run it."""
-    with open(__file__, encoding="utf-8") as fh:
-        return fh.read()
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

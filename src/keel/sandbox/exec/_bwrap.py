@@ -13,8 +13,10 @@ read-only ``/dev`` with a sized ``/dev/shm``, a sized ``/tmp``; then, shallowest
 first, a sized empty HOME, the read-only view, the workspace and ``[sandbox] writable`` (bound
 from descriptors), every git directory bound onto itself (so it cannot be renamed away), each
 control file read-only from the descriptor the scan opened, an empty read-only tmpfs over the
-root's ``.keel/`` (the hook daemon's socket included), masks over secrets inside read-only
-trees, the filtered git configs, and the proxy's directory at ``/run/keel``. Then ``/`` is
+root's ``.keel/`` (the hook daemon's sockets included), masks over secrets inside read-only
+trees, the filtered git configs, and (``keel wrap``) the proxy's directory at ``/run/keel``.
+``keel exec``'s proxy needs no mount: its listener is made inside the sandbox's network
+namespace from the host (``_netns``). Then ``/`` is
 remounted read-only. No mount point is ever created inside the workspace: every destination
 there exists already (``scan_controls`` found it).
 """
@@ -130,12 +132,19 @@ def bwrap_argv(
     seccomp_fd: int,
     status_fd: int,
     command: Sequence[str],
+    block_fd: int | None = None,
 ) -> list[str]:
-    """The whole bwrap command line (the environment is bwrap's own, passed at spawn)."""
+    """The whole bwrap command line (the environment is bwrap's own, passed at spawn).
+
+    ``block_fd``: bwrap waits, its namespaces made, until a byte can be read there before it
+    executes the command (``keel exec`` puts the proxy's listener inside first).
+    """
     args = [binary, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent"]
     args += ["--new-session", "--cap-drop", "ALL"]
     args += [*system, *mounts.args(), "--remount-ro", "/", "--chdir", cwd]
     args += ["--seccomp", str(seccomp_fd), "--json-status-fd", str(status_fd)]
+    if block_fd is not None:
+        args += ["--block-fd", str(block_fd)]
     return [*args, "--", *command]
 
 

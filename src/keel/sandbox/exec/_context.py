@@ -14,8 +14,8 @@ import os
 import sys
 import time
 
+from keel.core.frozen import Frozen
 from keel.sandbox.exec import _control
-from keel.sandbox.exec._view import ViewError
 from keel.sandbox.os import _quiet
 from keel.sandbox.os._registry import EXEC_DIR
 
@@ -24,42 +24,108 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any, TextIO
 
+    from keel.core.errors import ExecRefused
     from keel.sandbox.exec._proxy import Proxy
     from keel.sandbox.exec._view import View
     from keel.sandbox.os._registry import Registration
 
 EXIT_QUARANTINED = 123
 EXIT_TIMEOUT = 124
-EXIT_UNAVAILABLE = 125
+EXIT_UNAVAILABLE = 125  # ExecRefused.default_status
 EXIT_REFUSED = 126
 EXIT_NOT_FOUND = 127
 PROXY_LOG = os.path.join(EXEC_DIR, "proxy.log")
 
 
-class ExecRefused(Exception):
-    """``keel exec`` did not run the command: a coded reason and the exit status to use."""
-
-    def __init__(self, message: str, code: str, status: int = EXIT_UNAVAILABLE) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-        self.status = status
-
-    def as_error(self) -> Exception:
-        """The same refusal as a ``keel.core.errors`` exception (for the library API)."""
-        from keel.core.errors import ConfigError, SandboxError, StopRequested, UsageError
-
-        if self.code.startswith("stop."):
-            return StopRequested(self.message, code=self.code)
-        if self.code.startswith("config."):
-            return ConfigError(self.message, code=self.code)
-        if self.code.startswith("usage."):
-            return UsageError(self.message, code=self.code)
-        return SandboxError(self.message, code=self.code)
+# ``keel.core.errors`` is imported only once a run is refused: ~0.4 ms that ``keel exec -- true``
+# would otherwise pay on every contained call.
 
 
-class Outcome:
-    """What one contained run did (the CLI's view; ``ExecResult`` is the public one)."""
+def refused(message: str, code: str, status: int = EXIT_UNAVAILABLE) -> ExecRefused:
+    """``ExecRefused(message, code, status)``, to raise: the command did not run."""
+    from keel.core.errors import ExecRefused
+
+    return ExecRefused(message, code, status)
+
+
+def exit_status(error: BaseException) -> int:
+    """The exit status of ``keel exec`` (and ``keel wrap``) that refused with ``error``.
+
+    2 bad usage, 126 the emergency stop, an ``ExecRefused``'s own ``status``; 125 (could not
+    contain it) for anything else: a bad keel.toml, or a failure that is no keel error.
+    """
+    from keel.core.errors import ExecRefused, StopRequested, UsageError
+
+    if isinstance(error, UsageError):
+        return 2
+    if isinstance(error, StopRequested):
+        return EXIT_REFUSED
+    if isinstance(error, ExecRefused):
+        return error.status
+    return EXIT_UNAVAILABLE
+
+
+def report_refusal(error: BaseException, err: TextIO) -> int:
+    """Say in one line why the command did not run; its exit status (``exit_status``)."""
+    from keel.core.errors import KeelError
+
+    if isinstance(error, KeelError):
+        err.write(f"keel: error: {error.message} [{error.code}]\n")
+    else:  # fail closed: a bug in keel never runs the command
+        err.write(
+            f"keel: error: internal error: {type(error).__name__}: {error} [internal_error]\n"
+        )
+    return exit_status(error)
+
+
+class Tally:
+    """What a backend records while the command runs; ``outcome`` freezes it when it is over."""
+
+    __slots__ = (
+        "backend",
+        "connections",
+        "exit_code",
+        "prompts",
+        "quarantined",
+        "restored",
+        "timed_out",
+        "unchecked",
+    )
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+        self.unchecked = False
+        self.exit_code = 0
+        self.timed_out = False
+        self.quarantined: list[str] = []
+        self.restored: list[str] = []
+        self.prompts: list[str] = []
+        self.connections: list[Any] = []
+
+    def outcome(self, duration_ms: float, timeout: float, interrupted: int | None) -> Outcome:
+        """The run as a frozen ``Outcome``."""
+        return Outcome(
+            backend=self.backend,
+            connections=tuple(self.connections),
+            duration_ms=duration_ms,
+            exit_code=self.exit_code,
+            interrupted=interrupted,
+            prompts=tuple(self.prompts),
+            quarantined=tuple(self.quarantined),
+            restored=tuple(self.restored),
+            timed_out=self.timed_out,
+            timeout=timeout,
+            unchecked=self.unchecked,
+        )
+
+
+class Outcome(Frozen):
+    """What one contained run did (the CLI's view; ``ExecResult`` is the public one).
+
+    ``prompts``: prompt files of future agent sessions the command created, changed or
+    removed; ``interrupted``: the signal that ended ``keel exec`` early; ``unchecked``: the
+    workspace could not be checked afterwards (the run does not count as clean).
+    """
 
     __slots__ = (
         "backend",
@@ -74,20 +140,46 @@ class Outcome:
         "timeout",
         "unchecked",
     )
+    backend: str
+    connections: tuple[Any, ...]
+    duration_ms: float
+    exit_code: int
+    interrupted: int | None
+    prompts: tuple[str, ...]
+    quarantined: tuple[str, ...]
+    restored: tuple[str, ...]
+    timed_out: bool
+    timeout: float
+    unchecked: bool
 
-    def __init__(self, backend: str) -> None:
-        self.backend = backend
-        self.unchecked = False
-        self.exit_code = 0
-        self.timed_out = False
-        self.timeout = 0.0
-        self.interrupted: int | None = None
-        self.quarantined: list[str] = []
-        self.restored: list[str] = []
-        self.prompts: list[str] = []
-        """Prompt files of future agent sessions the command created, changed or removed."""
-        self.connections: list[Any] = []
-        self.duration_ms = 0.0
+    def __init__(
+        self,
+        *,
+        backend: str,
+        connections: tuple[Any, ...],
+        duration_ms: float,
+        exit_code: int,
+        interrupted: int | None,
+        prompts: tuple[str, ...],
+        quarantined: tuple[str, ...],
+        restored: tuple[str, ...],
+        timed_out: bool,
+        timeout: float,
+        unchecked: bool,
+    ) -> None:
+        self._init(
+            backend=backend,
+            connections=connections,
+            duration_ms=duration_ms,
+            exit_code=exit_code,
+            interrupted=interrupted,
+            prompts=prompts,
+            quarantined=quarantined,
+            restored=restored,
+            timed_out=timed_out,
+            timeout=timeout,
+            unchecked=unchecked,
+        )
 
 
 class Context:
@@ -122,6 +214,8 @@ class Context:
         """Set by the backend while its sandbox runs: kills it (signal handlers call this)."""
         self.report: str | None = None
         """``--report ID``: write what the run left behind to ``.keel/exec/reports/ID.json``."""
+        self.decisions = True
+        """Collect the proxy's decisions (``Outcome.connections``; the CLI shows none)."""
         self.stamp = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
         self.started = time.time()
         """When the run began (wall clock): what changed since is the command's doing."""
@@ -154,25 +248,22 @@ def network_on(config: Any) -> bool:
 
 
 def view_for(ctx: Context) -> View:
-    """The host paths the command sees (``_view.build_view``), or ``ExecRefused``."""
+    """The host paths the command sees (``_view.build_view``); ``ViewError`` if refused."""
     from keel.sandbox.exec._view import build_view
 
     home = ctx.environ.get("HOME") or passwd_home()
-    extra = (_bridge_prefix(),) if ctx.network else ()
-    if ctx.wrap is not None:
-        extra = (*extra, *ctx.wrap.read_only)
-    try:
-        return build_view(
-            ctx.root,
-            home=home,
-            path=ctx.environ.get("PATH", ""),
-            writable=tuple(ctx.sandbox.writable),
-            home_read_only=tuple(ctx.sandbox.home_read_only),
-            state_dir=ctx.state_dir,
-            extra_read_only=tuple(p for p in extra if p),
-        )
-    except ViewError as exc:
-        raise ExecRefused(exc.message, exc.code) from exc
+    extra: tuple[str | None, ...] = ()
+    if ctx.wrap is not None:  # its relay inside is a Python script (``keel exec`` has none)
+        extra = (_bridge_prefix(), *ctx.wrap.read_only)
+    return build_view(
+        ctx.root,
+        home=home,
+        path=ctx.environ.get("PATH", ""),
+        writable=tuple(ctx.sandbox.writable),
+        home_read_only=tuple(ctx.sandbox.home_read_only),
+        state_dir=ctx.state_dir,
+        extra_read_only=tuple(p for p in extra if p),
+    )
 
 
 def passwd_home() -> str:
@@ -183,7 +274,7 @@ def passwd_home() -> str:
 
 
 def _bridge_prefix() -> str | None:
-    """The interpreter's installation, bound read-only so the bridge can run inside."""
+    """The interpreter's installation, bound read-only so ``keel wrap``'s relay runs inside."""
     prefix = os.path.realpath(sys.base_prefix)
     return None if prefix == "/usr" or prefix.startswith("/usr/") else prefix
 
@@ -256,7 +347,7 @@ def private_dir() -> str:
         except FileExistsError:
             continue
         return path
-    raise ExecRefused("cannot create a private directory for the proxy", "sandbox.tmpdir")
+    raise refused("cannot create a private directory for the proxy", "sandbox.tmpdir")
 
 
 def stop_proxy(proxy: Proxy | None, private: str | None) -> None:
@@ -264,8 +355,7 @@ def stop_proxy(proxy: Proxy | None, private: str | None) -> None:
     if proxy is not None:
         proxy.close()
     if private is not None:
-        for name in ("proxy.sock", "bridge.py"):
-            _quiet.unlink(os.path.join(private, name))
+        _quiet.unlink(os.path.join(private, "proxy.sock"))
         _quiet.call(os.rmdir, private)
 
 
@@ -316,7 +406,7 @@ def report_quarantine(ctx: Context, fresh: list[str], moved: list[str]) -> None:
         ctx.say(f"could not quarantine: {', '.join(left)} (remove them by hand)")
 
 
-def write_report(ctx: Context, outcome: Outcome) -> None:
+def write_report(ctx: Context, outcome: Tally) -> None:
     """``.keel/exec/reports/ID.json``: what the run left behind, for the hook's journal."""
     if ctx.report is None or not (
         outcome.quarantined or outcome.restored or outcome.prompts or outcome.unchecked
@@ -334,7 +424,7 @@ def write_report(ctx: Context, outcome: Outcome) -> None:
     _control.write_report(ctx.root, ctx.report, json.dumps(data, sort_keys=True))
 
 
-def unchecked(ctx: Context, outcome: Outcome, exc: OSError) -> None:
+def unchecked(ctx: Context, outcome: Tally, exc: OSError) -> None:
     """Fail closed when the workspace could not be checked: the run does not count as clean."""
     outcome.unchecked = True
     ctx.say(f"could not check the workspace for planted control files: {exc}")

@@ -5,8 +5,10 @@ runs): read ``[sandbox]`` and ``[policy]`` through the pydantic-free config view
 the emergency stop is set; register in ``.keel/exec/`` (and check the stop again, so a
 ``keel stop`` racing with the start still reaches this run); choose the backend; scan the
 control files; build the view, the environment and, when the policy allows any host, the
-proxy; run the backend with a wall-clock limit; when every process of the command is gone,
-scan again and quarantine what the command planted; unregister.
+proxy (with bwrap: the workspace daemon's, or a thread of this process, accepting on a socket
+put in the sandbox's network namespace before the command starts: ``_Network``); run the
+backend with a wall-clock limit; when every process of the command is gone, scan again and
+quarantine what the command planted; unregister.
 
 Exit codes: the command's own, ``128 + N`` when it died of signal N; ``123`` the command
 succeeded but planted control files, which were quarantined (or they could not be checked);
@@ -29,16 +31,16 @@ from keel.sandbox.exec import _control
 from keel.sandbox.exec._context import (
     EXIT_NOT_FOUND,
     EXIT_QUARANTINED,
-    EXIT_REFUSED,
     EXIT_TIMEOUT,
     PROXY_LOG,
     Context,
-    ExecRefused,
     Limits,
     Outcome,
+    Tally,
     environment,
     planted_submodules,
     private_dir,
+    refused,
     report_prompts,
     report_quarantine,
     report_restored,
@@ -57,7 +59,9 @@ if TYPE_CHECKING:
     from typing import Any, TextIO
 
     from keel.sandbox.exec._control import Scan
+    from keel.sandbox.exec._netns import Placer
     from keel.sandbox.exec._proxy import Proxy
+    from keel.sandbox.exec._proxyd import Session
     from keel.sandbox.exec._view import View
 else:  # the C module: ``signal`` builds three enums at import (2 ms on this path)
     import _signal
@@ -82,16 +86,24 @@ def execute(
     err: TextIO | None = None,
     wrap: Any = None,
     report: str | None = None,
+    decisions: bool = True,
 ) -> Outcome:
-    """Run ``command`` contained; raises ``ExecRefused`` when it cannot (see the module).
+    """Run ``command`` contained; raises a ``keel.core.errors`` error when it cannot.
+
+    ``UsageError``, ``ConfigError``, ``StopRequested`` or ``ExecRefused`` (``exit_status`` in
+    ``_context`` gives each one's exit code; see the module).
 
     ``wrap`` (``keel wrap``) adds to the sandbox what a whole agent client needs; see
     ``keel.sandbox.wrap._wrap``. ``report``: write what the run left behind to
-    ``.keel/exec/reports/<report>.json`` (``_control.write_report``).
+    ``.keel/exec/reports/<report>.json`` (``_control.write_report``). ``decisions=False``:
+    leave ``Outcome.connections`` empty (the proxy log has them; not waiting for the
+    workspace daemon to send them saves the CLI a round trip).
     """
     started = time.perf_counter()
     if not command:
-        raise ExecRefused("no command given (keel exec -- CMD...)", "usage.invalid", 2)
+        from keel.core.errors import UsageError
+
+        raise UsageError("no command given (keel exec -- CMD...)", code="usage.invalid")
     environ = os.environ if environ is None else environ
     root = _workspace(workspace, cwd)
     config = _config(root)
@@ -107,43 +119,41 @@ def execute(
     if wrap is not None:
         ctx.wrap, ctx.network = wrap, True
     ctx.report = report
+    ctx.decisions = decisions
     previous = {sig: _signal.signal(sig, _handler(ctx)) for sig in _SIGNALS}
     try:
         ctx.registration = Registration(root, {"argv": ctx.command, "cwd": ctx.cwd})
         try:
             _refuse_if_stopped(root)
-            outcome = _run(ctx, backend or ctx.sandbox.backend)
+            tally = _run(ctx, backend or ctx.sandbox.backend)
         finally:
             ctx.registration.remove()
     finally:
         for sig, handler in previous.items():
             _signal.signal(sig, handler)
-    outcome.duration_ms = (time.perf_counter() - started) * 1000
-    outcome.timeout = limit
-    outcome.interrupted = ctx.interrupted
-    return outcome
+    return tally.outcome((time.perf_counter() - started) * 1000, limit, ctx.interrupted)
 
 
-def _run(ctx: Context, requested: str) -> Outcome:
+def _run(ctx: Context, requested: str) -> Tally:
     from keel.sandbox.exec._select import choose
 
     choice = choose(requested, ctx.state_dir)
     if choice.name is None:
-        raise ExecRefused(
+        raise refused(
             f"no sandbox can contain this command here: {choice.reason} (`keel sandbox check` "
             "explains; install bubblewrap or enable Landlock)",
             "sandbox.unavailable",
         )
     _check_command(ctx)
     if ctx.wrap is not None and choice.name != "bwrap":
-        raise ExecRefused(
+        raise refused(
             f"keel wrap needs bubblewrap ({choice.reason}): Landlock cannot give the client a "
             "private HOME with its own config, nor a loopback for its model server",
             "sandbox.unavailable",
         )
     if ctx.interrupted is not None:
         status = 128 + ctx.interrupted
-        raise ExecRefused("interrupted before the command started", "exec.interrupted", status)
+        raise refused("interrupted before the command started", "exec.interrupted", status)
     if choice.name == "bwrap":
         assert choice.binary is not None
         return _run_bwrap(ctx, choice.binary)
@@ -161,10 +171,10 @@ def _handler(ctx: Context) -> Any:
     return on_signal
 
 
-def _run_bwrap(ctx: Context, binary: str) -> Outcome:
+def _run_bwrap(ctx: Context, binary: str) -> Tally:
     from keel.sandbox.exec import _bwrap as eb
 
-    outcome = Outcome("bwrap")
+    outcome = Tally("bwrap")
     scan = _control.scan_controls(ctx.root, ctx.rules(), keep_fds=True)
     deep = _control.snapshot(ctx.root, scan.only(scan.deep)) if scan.deep else None
     proxy: Proxy | None = None
@@ -174,15 +184,11 @@ def _run_bwrap(ctx: Context, binary: str) -> Outcome:
         view = view_for(ctx)
         env = environment(ctx, view.home, "/tmp", f"http://127.0.0.1:{PROXY_PORT}")
         command, proxy_fd = ctx.command, None
-        if ctx.network:
+        if ctx.wrap is not None:  # keel exec's proxy is placed once bwrap runs (_Network)
             proxy, proxy_dir = _start_proxy(ctx, outcome)
             proxy_fd = os.open(proxy_dir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
             fds.append(proxy_fd)
-            command = (
-                _bridged(command, proxy_dir)
-                if ctx.wrap is None
-                else ctx.wrap.command(ctx, proxy_dir)
-            )
+            command = ctx.wrap.command(ctx, proxy_dir)
         root_fd = os.open(ctx.root, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         fds.append(root_fd)
         tmp_bytes = ctx.sandbox.exec_tmp_mb << 20
@@ -202,7 +208,7 @@ def _run_bwrap(ctx: Context, binary: str) -> Outcome:
 
 def _spawn_and_wait(
     ctx: Context,
-    outcome: Outcome,
+    outcome: Tally,
     binary: str,
     env: dict[str, str],
     view: View,
@@ -213,7 +219,16 @@ def _spawn_and_wait(
     from keel.sandbox.os._registry import start_time
 
     seccomp = _seccomp_fd(ctx, "exec")
+    network = None
+    if ctx.network and ctx.wrap is None:  # before the pipes: the fork must not hold them
+        try:
+            network = _Network(ctx.root, ctx.environ)
+        except BaseException:
+            _close(seccomp)
+            raise
     status_r, status_w = os.pipe()
+    # bwrap waits (--block-fd) until the proxy's listener is inside
+    block_r, block_w = os.pipe() if network is not None else (None, None)
     try:
         argv = eb.bwrap_argv(
             binary,
@@ -223,23 +238,33 @@ def _spawn_and_wait(
             seccomp_fd=seccomp,
             status_fd=status_w,
             command=command,
+            block_fd=block_r,
         )
+        passed = [seccomp, status_w, *([] if block_r is None else [block_r]), *mounts.fds]
         with Limits(ctx.sandbox):
-            proc = eb.BwrapProcess(argv, env, [seccomp, status_w, *mounts.fds], status_r)
+            proc = eb.BwrapProcess(argv, env, passed, status_r)
     except OSError as exc:
         _close(status_r)
-        raise ExecRefused(f"cannot start bwrap: {exc}", "sandbox.spawn") from exc
+        _close(block_w)
+        if network is not None:
+            network.finish(False)
+        raise refused(f"cannot start bwrap: {exc}", "sandbox.spawn") from exc
     finally:
         _close(seccomp)
         _close(status_w)
+        _close(block_r)
     try:
         ctx.kill = proc.kill
         if ctx.interrupted is not None:
             proc.kill()
+        if network is not None:
+            network.connect()  # while bwrap starts
         init = proc.read_child_pid()
         processes = [(p, start_time(p)) for p in (proc.pid, init) if p is not None]
         assert ctx.registration is not None
         ctx.registration.update(backend="bwrap", processes=processes)
+        if network is not None and block_w is not None and init is not None:
+            _release(ctx, network, proc.status, block_w)
         _wait(ctx, outcome, proc)
     except BaseException:
         proc.kill()  # never leave the command running behind an error
@@ -248,10 +273,26 @@ def _spawn_and_wait(
         raise
     finally:
         ctx.kill = None
+        _close(block_w)  # only now: a closed pipe would also let bwrap go on
         proc.close()
+        if network is not None:
+            outcome.connections = network.finish(ctx.decisions)
 
 
-def _wait(ctx: Context, outcome: Outcome, proc: Any) -> None:
+def _release(ctx: Context, network: _Network, status: dict[str, int], block_w: int) -> None:
+    """Put the proxy's listener in the sandbox, then let bwrap execute the command."""
+    try:
+        network.place(status)
+    except Exception as exc:
+        if ctx.interrupted is None:
+            raise
+        signum = ctx.interrupted  # the signal killed the sandbox: that is what failed
+        message = "interrupted before the command started"
+        raise refused(message, "exec.interrupted", 128 + signum) from exc
+    _quiet.call(os.write, block_w, b"x")  # bwrap gone already: _wait tells
+
+
+def _wait(ctx: Context, outcome: Tally, proc: Any) -> None:
     status = proc.wait(ctx.timeout)
     if status is None:
         outcome.timed_out = True
@@ -263,7 +304,7 @@ def _wait(ctx: Context, outcome: Outcome, proc: Any) -> None:
         from keel.sandbox.exec._select import forget
 
         forget(ctx.state_dir)
-        raise ExecRefused(
+        raise refused(
             "the bwrap sandbox failed to start (its message is above; `keel sandbox check` "
             "explains)",
             "sandbox.setup",
@@ -279,7 +320,7 @@ def _exit_code(status: int | None) -> int:
     return os.WEXITSTATUS(status)
 
 
-def after_run(ctx: Context, outcome: Outcome, before: Scan, deep: _control.Snapshot | None) -> None:
+def after_run(ctx: Context, outcome: Tally, before: Scan, deep: _control.Snapshot | None) -> None:
     """What the command left behind, once every process of it is gone.
 
     New (or replaced) control entries are quarantined; control entries below the mount depth
@@ -328,7 +369,9 @@ def _workspace(workspace: str | None, cwd: str | None) -> str:
         return find_root(cwd or os.getcwd())
     root = os.path.realpath(os.path.expanduser(workspace))
     if not os.path.isdir(root):
-        raise ExecRefused(f"the workspace {workspace} is not a directory", "usage.workspace", 2)
+        from keel.core.errors import UsageError
+
+        raise UsageError(f"the workspace {workspace} is not a directory", code="usage.workspace")
     return root
 
 
@@ -348,7 +391,9 @@ def _config(root: str) -> Any:
         return config_view(root)
     except Exception as exc:  # an invalid keel.toml: refuse, never run with defaults
         message = getattr(exc, "message", None) or str(exc)
-        raise ExecRefused(f"cannot read keel.toml: {message}", "config.invalid") from exc
+        from keel.core.errors import ConfigError
+
+        raise ConfigError(f"cannot read keel.toml: {message}", code="config.invalid") from exc
 
 
 def _refuse_if_stopped(root: str) -> None:
@@ -359,10 +404,11 @@ def _refuse_if_stopped(root: str) -> None:
     except OSError:
         pass  # an unreadable flag is a set flag
     reason = stop_reason(root) or "emergency stop"
-    raise ExecRefused(
+    from keel.core.errors import StopRequested
+
+    raise StopRequested(
         f"refused: the emergency stop is set ({reason}); `keel resume` clears it",
-        "stop.active",
-        EXIT_REFUSED,
+        code="stop.active",
     )
 
 
@@ -373,10 +419,10 @@ def _ensure_state(root: str) -> None:
         try:
             _quiet.mkdir(path, 0o755 if rel == STATE_DIR else 0o700)
         except OSError as exc:
-            raise ExecRefused(f"cannot create {path}: {exc.strerror}", "sandbox.state") from exc
+            raise refused(f"cannot create {path}: {exc.strerror}", "sandbox.state") from exc
         st = os.lstat(path)
         if not (st.st_mode & 0o170000 == 0o040000):
-            raise ExecRefused(f"{path} is not a directory (a symlink?)", "sandbox.state")
+            raise refused(f"{path} is not a directory (a symlink?)", "sandbox.state")
 
 
 def _check_command(ctx: Context) -> None:
@@ -391,7 +437,7 @@ def _check_command(ctx: Context) -> None:
             for d in path.split(":")
         )
     if not found:
-        raise ExecRefused(f"{name}: command not found", "exec.not_found", EXIT_NOT_FOUND)
+        raise refused(f"{name}: command not found", "exec.not_found", EXIT_NOT_FOUND)
 
 
 def _seccomp_fd(ctx: Context, profile: Any) -> int:
@@ -401,7 +447,7 @@ def _seccomp_fd(ctx: Context, profile: Any) -> int:
         blob = cached_blob(profile, ctx.state_dir)
     except Exception as exc:  # pyseccomp missing or failing: never run without the filter
         message = getattr(exc, "message", None) or str(exc)
-        raise ExecRefused(message, "sandbox.seccomp") from exc
+        raise refused(message, "sandbox.seccomp") from exc
     fd = os.memfd_create("keel-seccomp", os.MFD_CLOEXEC)
     os.write(fd, blob)
     os.lseek(fd, 0, os.SEEK_SET)
@@ -411,7 +457,7 @@ def _seccomp_fd(ctx: Context, profile: Any) -> int:
 # -- the proxy -----------------------------------------------------------------------------------
 
 
-def _start_proxy(ctx: Context, outcome: Outcome) -> tuple[Proxy, str]:
+def _start_proxy(ctx: Context, outcome: Tally) -> tuple[Proxy, str]:
     from keel.sandbox.exec._proxy import Proxy, policy_check
 
     private = private_dir()
@@ -424,16 +470,91 @@ def _start_proxy(ctx: Context, outcome: Outcome) -> tuple[Proxy, str]:
     return proxy, private
 
 
-def _bridged(command: list[str], private: str) -> list[str]:
-    """The command behind the bridge, which is put in the proxy's directory (``/run/keel``)."""
-    from keel.sandbox.exec._bridge import source
-    from keel.sandbox.exec._bwrap import PROXY_MOUNT
+class _Network:
+    """keel exec's proxy with bwrap: a listener inside the sandbox, served by hookd or by us.
 
-    with open(os.path.join(private, "bridge.py"), "x", encoding="utf-8") as fh:
-        fh.write(source())
-    python = os.path.realpath(sys.executable)
-    script, socket_path = f"{PROXY_MOUNT}/bridge.py", f"{PROXY_MOUNT}/proxy.sock"
-    return [python, "-I", "-S", script, str(PROXY_PORT), socket_path, *command]
+    Before bwrap starts: with no daemon recorded for the workspace, a fork is made ready to
+    put the listener in (``_netns.Placer``; forked first, its start overlaps bwrap's). While
+    bwrap starts, the daemon's proxy is connected to (``connect``). Once bwrap has reported its
+    namespace (``place``), the daemon puts the listener there and serves it with the policy it
+    has loaded, or the fork puts it there and a proxy thread of this process serves it.
+    Anything failing before the command starts refuses the run (exit 125): it never runs with
+    a way out that no proxy judges.
+    """
+
+    def __init__(self, root: str, environ: Mapping[str, str]) -> None:
+        """Find the daemon's record, or fork the placer (see the class).
+
+        Raises:
+            ExecRefused: neither (no fork).
+        """
+        from keel.sandbox.exec._proxyd import recorded
+
+        self.root = root
+        self.daemon = recorded(root, environ)
+        self.session: Session | None = None
+        self.placer: Placer | None = None
+        self.proxy: Proxy | None = None
+        if self.daemon is None:
+            self.placer = _placer()
+
+    def connect(self) -> None:
+        """Connect to the recorded daemon's proxy (``place`` falls back if it cannot)."""
+        if self.daemon is not None:
+            from keel.sandbox.exec._proxyd import connect
+
+            self.session = connect(self.root, self.daemon)
+
+    def place(self, status: dict[str, int]) -> None:
+        """Put the listener in the sandbox bwrap reported in ``status`` and serve it.
+
+        Raises:
+            ExecRefused: it could not be done (the caller kills the sandbox).
+        """
+        pid, net_ns = status.get("child-pid"), status.get("net-namespace")
+        if pid is None or net_ns is None:
+            raise refused("bwrap did not report its network namespace", "sandbox.network")
+        if self.session is not None:
+            if self.session.place(pid, net_ns, PROXY_PORT):
+                return
+            self.session = None  # that daemon would not: place our own
+        if self.placer is None:
+            self.placer = _placer()
+        try:
+            listener = self.placer.listener(pid, net_ns, PROXY_PORT)
+        except OSError as exc:
+            message = f"cannot put the proxy inside the sandbox: {exc}"
+            raise refused(message, "sandbox.network") from exc
+        from keel.sandbox.exec._proxy import Proxy, policy_check
+
+        self.proxy = Proxy(policy_check(self.root), os.path.join(self.root, PROXY_LOG))
+        self.proxy.serve(listener)
+
+    def finish(self, decisions: bool) -> list[Any]:
+        """Once the sandbox is gone: stop serving and end the fork; the proxy's decisions.
+
+        ``decisions=False``: the daemon is not waited for (none are returned).
+        """
+        if self.placer is not None:
+            self.placer.close()
+        if self.session is not None and not decisions:
+            self.session.close()  # the daemon stops serving this run at end of file
+            return []
+        if self.session is not None:
+            return list(self.session.finish())
+        if self.proxy is None:
+            return []
+        self.proxy.close()
+        return self.proxy.decisions
+
+
+def _placer() -> Placer:
+    from keel.sandbox.exec._netns import Placer
+
+    try:
+        return Placer()
+    except OSError as exc:
+        raise refused(f"cannot prepare the sandbox's proxy: {exc}", "sandbox.network") from exc
 
 
 _close = _quiet.close

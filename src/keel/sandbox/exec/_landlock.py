@@ -47,11 +47,11 @@ from keel.sandbox.exec import _control
 from keel.sandbox.exec._context import (
     PROXY_LOG,
     Context,
-    ExecRefused,
     Limits,
-    Outcome,
+    Tally,
     environment,
     planted_submodules,
+    refused,
     report_prompts,
     report_quarantine,
     report_restored,
@@ -87,10 +87,10 @@ PR_CAPBSET_DROP = 24
 CLEANUP_SECONDS = 2.0
 
 
-def run_landlock(ctx: Context) -> Outcome:
+def run_landlock(ctx: Context) -> Tally:
     """Run ``ctx.command`` under Landlock (see the module docstring)."""
     abi = landlock_abi()
-    outcome = Outcome("landlock")
+    outcome = Tally("landlock")
     scan = _control.scan_controls(ctx.root, ctx.rules())
     before = _control.snapshot(ctx.root, scan)
     private = tempfile.mkdtemp(prefix="keel-exec-")
@@ -110,7 +110,7 @@ def run_landlock(ctx: Context) -> Outcome:
         finally:
             ruleset.close()
     except OSError as exc:
-        raise ExecRefused(f"cannot set up the Landlock sandbox: {exc}", "sandbox.setup") from exc
+        raise refused(f"cannot set up the Landlock sandbox: {exc}", "sandbox.setup") from exc
     finally:
         stop_proxy(proxy, None)
         shutil.rmtree(private, ignore_errors=True)
@@ -118,7 +118,7 @@ def run_landlock(ctx: Context) -> Outcome:
     return outcome
 
 
-def _start_proxy_tcp(ctx: Context, outcome: Outcome) -> tuple[Proxy, int]:
+def _start_proxy_tcp(ctx: Context, outcome: Tally) -> tuple[Proxy, int]:
     from keel.sandbox.exec._proxy import Proxy, policy_check
 
     proxy = Proxy(policy_check(ctx.root), os.path.join(ctx.root, PROXY_LOG))
@@ -206,7 +206,7 @@ def _split(tree: str, masks: list[str]) -> list[str]:
 
 
 def _spawn_and_wait(
-    ctx: Context, outcome: Outcome, env: dict[str, str], ruleset: Ruleset, network: bool
+    ctx: Context, outcome: Tally, env: dict[str, str], ruleset: Ruleset, network: bool
 ) -> None:
     from keel.sandbox.os._process import become_subreaper
     from keel.sandbox.os._registry import start_time
@@ -284,7 +284,7 @@ def _kill_all(pgid: int, token: str) -> None:
         time.sleep(0.005)
 
 
-def _after(ctx: Context, outcome: Outcome, scan: _control.Scan, before: _control.Snapshot) -> None:
+def _after(ctx: Context, outcome: Tally, scan: _control.Scan, before: _control.Snapshot) -> None:
     """Put changed control files back and quarantine new ones (every process is dead)."""
     try:
         changed, after = _changed(ctx, scan, before)

@@ -2,8 +2,10 @@
 
 The design is sandbox-runtime's: the contained command has no route out (its own network
 namespace with bwrap; Landlock allows TCP connect to this proxy's port only), and reaches
-allowed hosts through this proxy, which runs as a thread of ``keel exec`` on the host. It
-speaks just enough HTTP/1.1 for package managers:
+allowed hosts through this proxy, on the host: the workspace's one proxy in ``keel hookd``
+(``_proxyd``), or a thread of ``keel exec`` when no daemon answers (and always for Landlock
+and ``keel wrap``). With bwrap it accepts on a socket made inside the sandbox's network
+namespace (``_netns``). It speaks just enough HTTP/1.1 for package managers:
 
 - ``CONNECT host:port`` (what clients send for ``https://``): the tunnel is opened, the TLS
   inside is the client's and the server's business;
@@ -39,6 +41,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
     from collections.abc import Callable
+    from typing import Any
 
     Check = Callable[[str, int], tuple[bool, str, str]]
 
@@ -81,22 +84,26 @@ class ProxyDecision(Frozen):
 def policy_check(root: str) -> Check:
     """A host check backed by the workspace's policy, loaded on the first connection.
 
-    A refusal's reason carries the policy's suggestion (for a port: the entry to add). Any
+    The policy is rebuilt when keel.toml changes (``config_stamp``, checked on every
+    connection), so a long-lived proxy (``keel hookd``'s) enforces the current allowlist. A
+    refusal's reason carries the policy's suggestion (for a port: the entry to add). Any
     failure (an invalid keel.toml, a bug) denies: the check fails closed.
     """
     lock = _thread.allocate_lock()
-    cache: list[object] = []
+    cache: list[tuple[object, Any]] = []
 
     def check(host: str, port: int) -> tuple[bool, str, str]:
         try:
-            with lock:
-                if not cache:
-                    from pathlib import Path
+            from keel.core.configview import config_stamp
 
+            stamp = config_stamp(root)
+            with lock:
+                if not cache or cache[0][0] != stamp:
                     from keel.policy import Policy
 
-                    cache.append(Policy.for_root(Path(root)))
-            decision = cache[0].check_host(host, port)  # pyright: ignore[reportAttributeAccessIssue]
+                    cache[:] = [(stamp, Policy.for_root(root))]
+                policy = cache[0][1]
+            decision = policy.check_host(host, port)
             reason = decision.reason
             if decision.suggestion:  # a refusal says what would allow it (the entry to add)
                 reason = f"{reason}; {decision.suggestion}"
@@ -130,6 +137,13 @@ class Proxy:
         sock.bind(("127.0.0.1", 0))
         self._serve(sock)
         return sock.getsockname()[1]
+
+    def serve(self, listener: int) -> None:
+        """Accept on ``listener``, a listening socket made elsewhere (``_netns.listener_in``).
+
+        The proxy owns the descriptor from now on (``close`` closes it).
+        """
+        self._serve(_socket.socket(fileno=listener))
 
     def close(self) -> None:
         """Stop accepting (open tunnels end when their peers close)."""

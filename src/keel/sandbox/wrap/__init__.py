@@ -78,36 +78,23 @@ def run_wrapped(
         ConfigError: keel.toml is invalid.
         UsageError: an empty command, a bad ``--allow-host`` or ``--client``.
     """
-    from keel.sandbox.exec._context import ExecRefused
-    from keel.sandbox.exec._exec import execute, final_code
+    from keel.sandbox.exec._exec import execute
 
     environ = os.environ if environ is None else environ
     out = err or sys.stderr
+    wrap = _prepare(command, environ, allow_hosts, client, pass_env)
     try:
-        wrap = _prepare(command, environ, allow_hosts, client, pass_env)
-        try:
-            outcome = execute(
-                command,
-                workspace=os.fspath(workspace),
-                timeout=timeout,
-                environ=environ,
-                err=out,
-                wrap=wrap,
-            )
-        finally:
-            wrap.close()
-        _settle(wrap, outcome, out)
-    except ExecRefused as exc:
-        raise exc.as_error() from exc
-    return ExecResult(
-        final_code(outcome, out),
-        outcome.backend,
-        outcome.timed_out,
-        tuple(outcome.quarantined),
-        tuple(outcome.restored),
-        tuple(outcome.connections),
-        outcome.duration_ms,
-    )
+        outcome = execute(
+            command,
+            workspace=os.fspath(workspace),
+            timeout=timeout,
+            environ=environ,
+            err=out,
+            wrap=wrap,
+        )
+    finally:
+        wrap.close()
+    return ExecResult.of(_settle(wrap, outcome, out), out)
 
 
 def _prepare(
@@ -132,14 +119,16 @@ def _prepare(
     return Wrap(spec, command, environ)
 
 
-def _settle(wrap: Wrap, outcome: Outcome, out: TextIO) -> None:
-    """Put the client's settings back as they were; report what was moved or restored."""
+def _settle(wrap: Wrap, outcome: Outcome, out: TextIO) -> Outcome:
+    """Put the client's settings back as they were; report what was moved or restored.
+
+    The run with the moved and restored settings added (``unchecked`` if they could not be).
+    """
     try:
         moved, restored = wrap.after()
     except OSError as exc:  # fail closed: an unchecked run does not count as a clean one
-        outcome.unchecked = True
         out.write(f"keel: could not check the client's settings after the run: {exc}\n")
-        return
+        return outcome.replace(unchecked=True)
     if moved:
         from keel.sandbox.wrap._state import ASIDE
 
@@ -152,5 +141,6 @@ def _settle(wrap: Wrap, outcome: Outcome, out: TextIO) -> None:
             "keel: the client's session changed MCP servers or permissions in its state; put "
             f"back as they were (the changed copy is beside it): {', '.join(restored)}\n"
         )
-    outcome.quarantined += moved
-    outcome.restored += restored
+    return outcome.replace(
+        quarantined=(*outcome.quarantined, *moved), restored=(*outcome.restored, *restored)
+    )

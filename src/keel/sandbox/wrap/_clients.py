@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import os
 
+from keel.core.errors import ExecRefused
 from keel.core.frozen import Frozen
-from keel.sandbox.exec._context import ExecRefused
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -128,7 +128,7 @@ def _accept(listener: _socket.socket, path: str, target: str | None) -> None:
         except OSError:
             return
         args = (socket.socket(fileno=conn), path, target)
-        threading.Thread(target=_bridge._pipe, args=args, daemon=True).start()  # pyright: ignore[reportPrivateUsage]
+        threading.Thread(target=_bridge._pipe, args=args, daemon=True).start()
 
 
 def _start_time() -> int:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import stat
 
-from keel.sandbox.exec._context import ExecRefused
+from keel.core.errors import ExecRefused
 from keel.sandbox.exec._view import HOME_SECRETS, NEVER_WRITABLE, within
 from keel.sandbox.os import _quiet
 from keel.sandbox.wrap._clients import OWN_STATE
@@ -252,11 +252,11 @@ def _guarded(data: dict[str, object]) -> dict[tuple[str, ...], object]:
     out: dict[tuple[str, ...], object] = {(k,): data[k] for k in GUARDED_TOP if k in data}
     projects = data.get("projects")
     if isinstance(projects, dict):
-        for name, entry in projects.items():  # pyright: ignore[reportUnknownVariableType]
+        for name, entry in projects.items():
             if isinstance(entry, dict):
                 for key in GUARDED_PROJECT:
                     if key in entry:
-                        out[("projects", str(name), key)] = entry[key]  # pyright: ignore[reportUnknownArgumentType]
+                        out[("projects", str(name), key)] = entry[key]
     return out
 
 
@@ -273,13 +273,13 @@ def _apply(
         for part in key[:-1]:
             if not isinstance(parent, dict):
                 break
-            parent = parent.setdefault(part, {})  # pyright: ignore[reportUnknownMemberType]
+            parent = parent.setdefault(part, {})
         if not isinstance(parent, dict):
             continue
         if key in was:
             parent[key[-1]] = was[key]
         else:
-            parent.pop(key[-1], None)  # pyright: ignore[reportUnknownMemberType]
+            parent.pop(key[-1], None)
 
 
 def _write_beside(path: str, data: bytes) -> None:

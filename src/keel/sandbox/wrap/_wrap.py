@@ -25,10 +25,11 @@ from __future__ import annotations
 import os
 import sys
 
+from keel.core.errors import UsageError
 from keel.core.frozen import Frozen
 from keel.core.root import STATE_DIR
 from keel.sandbox.exec._bwrap import PROXY_MOUNT
-from keel.sandbox.exec._context import ExecRefused, passwd_home, private_dir
+from keel.sandbox.exec._context import passwd_home, private_dir
 from keel.sandbox.exec._exec import PROXY_PORT
 from keel.sandbox.exec._view import SYSTEM_TREES, within
 from keel.sandbox.os import _quiet
@@ -86,23 +87,23 @@ def wrap_spec(
     """The ``WrapSpec`` for running ``command`` (the client) for a user with ``home``.
 
     Raises:
-        ExecRefused: no command, an unknown ``client``, a bad ``--allow-host`` entry
-            (``usage.*``) or a base URL without a host (``wrap.base_url``).
+        UsageError: no command, an unknown ``client``, a bad ``--allow-host`` entry.
+        ExecRefused: a base URL without a host (``wrap.base_url``).
     """
     from keel.sandbox.wrap._clients import CLIENTS, client_profile, detect_client
 
     if not command:
-        raise ExecRefused("no client given (keel wrap -- CLIENT...)", "usage.invalid", 2)
+        raise UsageError("no client given (keel wrap -- CLIENT...)", code="usage.invalid")
     if client is not None and client not in (*CLIENTS, "other"):
         choices = ", ".join((*CLIENTS, "other"))
-        raise ExecRefused(f"--client must be one of {choices}, not {client!r}", "usage.invalid", 2)
+        raise UsageError(f"--client must be one of {choices}, not {client!r}", code="usage.invalid")
     name = client or detect_client(command[0], environ)
     profile = client_profile(name, environ, home)
     entries = [*profile.hosts, *allow_hosts]
     allow = tuple(dict.fromkeys(host_entry(e) for e in entries))
     for var in pass_env:
         if not var or "=" in var:
-            raise ExecRefused(f"--pass-env needs a variable name, not {var!r}", "usage.invalid", 2)
+            raise UsageError(f"--pass-env needs a variable name, not {var!r}", code="usage.invalid")
     return WrapSpec(profile, allow, tuple(dict.fromkeys((*profile.keys, *pass_env))))
 
 
@@ -110,7 +111,7 @@ def host_entry(text: str) -> tuple[str, int | None]:
     """``HOST``, ``HOST:PORT`` or ``[IPV6]:PORT`` as ``(host, port)``.
 
     Raises:
-        ExecRefused: not a host name or address with an optional port (``usage.allow_host``).
+        UsageError: not a host name or address with an optional port (``usage.allow_host``).
     """
     entry = text.strip().lower().rstrip(".")
     host, port = entry, None
@@ -122,8 +123,8 @@ def host_entry(text: str) -> tuple[str, int | None]:
         host, port = head.rstrip("."), _port(tail)
     allowed = set("abcdefghijklmnopqrstuvwxyz0123456789-._:")
     if not host or port == -1 or not set(host) <= allowed or host.startswith((".", "-")):
-        raise ExecRefused(
-            f"--allow-host takes HOST or HOST:PORT, not {text!r}", "usage.allow_host", 2
+        raise UsageError(
+            f"--allow-host takes HOST or HOST:PORT, not {text!r}", code="usage.allow_host"
         )
     return host, port
 
@@ -175,7 +176,7 @@ class Wrap:
         for text in policy_allow:
             try:
                 entries.append(host_entry(text))
-            except ExecRefused:
+            except UsageError:
                 continue  # the policy's own syntax (globs); not a loopback server
         out = [f"{h}:{p}" for h, p in entries if h in LOOPBACK and p and p != PROXY_PORT]
         return list(dict.fromkeys(out))
