@@ -305,9 +305,9 @@ def _steps(plan: Any) -> list[dict[str, Any]]:
     while pending:
         step = pending.pop(0)
         if isinstance(step, dict):
-            found.append(step)  # pyright: ignore[reportUnknownArgumentType]
-            pending.extend(step.get("true_branch") or [])  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-            pending.extend(step.get("false_branch") or [])  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+            found.append(step)
+            pending.extend(step.get("true_branch") or [])
+            pending.extend(step.get("false_branch") or [])
     return found
 
 

@@ -255,7 +255,7 @@ def _printable(text: str) -> str:
 
 def _json_object(values: dict[str, Any]) -> str:
     """A flat JSON object of strings, numbers and nulls, with the C encoder of ``_json``."""
-    from _json import encode_basestring_ascii as enc  # pyright: ignore[reportMissingModuleSource]
+    from _json import encode_basestring_ascii as enc
 
     parts: list[str] = []
     for key, value in values.items():

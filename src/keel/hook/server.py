@@ -432,7 +432,7 @@ def _answer(request: Request, state: _State) -> tuple[int, bytes, bytes]:
                 request_id=request.request_id,
                 deadline_at=request.reply_by,
                 root=str(state.guards.root),
-                guard_factory=state.guards,  # pyright: ignore[reportArgumentType]
+                guard_factory=state.guards,
             )
         finally:
             os.environ.clear()

@@ -145,8 +145,8 @@ def to_tool_result(inp: HookInput, call: ToolCall | None = None) -> ToolResult:
 
 def _command(name: str, args: dict[str, Any]) -> str:
     value = args.get("command", args.get("cmd"))
-    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):  # pyright: ignore[reportUnknownVariableType]
-        return shlex.join(value)  # pyright: ignore[reportUnknownArgumentType]
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return shlex.join(value)
     if isinstance(value, str) and value.strip():
         return value
     raise PayloadError(f"{name} call without a command", code="payload.tool_command", tool=name)
@@ -157,8 +157,8 @@ def _patch_text(args: dict[str, Any]) -> str:
         value = args.get(key)
         if isinstance(value, str) and value.strip():
             return value
-        if isinstance(value, list) and len(value) >= 2 and value[0] == "apply_patch":  # pyright: ignore[reportUnknownArgumentType]
-            return str(value[-1])  # pyright: ignore[reportUnknownArgumentType]
+        if isinstance(value, list) and len(value) >= 2 and value[0] == "apply_patch":
+            return str(value[-1])
     raise PayloadError("apply_patch call without patch text", code="payload.tool_patch")
 
 
@@ -178,8 +178,8 @@ def _read_paths(name: str, args: dict[str, Any], cwd: str | None) -> tuple[str, 
         if isinstance(value, str) and value:
             return (value,)
     many = args.get("paths")
-    if isinstance(many, list) and all(isinstance(p, str) for p in many):  # pyright: ignore[reportUnknownVariableType]
-        return tuple(many)  # pyright: ignore[reportUnknownArgumentType]
+    if isinstance(many, list) and all(isinstance(p, str) for p in many):
+        return tuple(many)
     if name in _READ_DIR_TOOLS:
         return (cwd or ".",)
     raise PayloadError(f"{name} call without a file path", code="payload.tool_path", tool=name)
@@ -204,7 +204,7 @@ def _strings(value: Any) -> list[str]:
     if isinstance(value, str) and value:
         return [value]
     if isinstance(value, list):
-        return [v for v in value if isinstance(v, str) and v]  # pyright: ignore[reportUnknownVariableType]
+        return [v for v in value if isinstance(v, str) and v]
     return []
 
 
@@ -248,7 +248,7 @@ def _response_parts(response: Any) -> tuple[str, str | None, int | None]:
     if isinstance(response, str):
         return response, None, _codex_exit_code(response)
     if isinstance(response, dict):
-        return _dict_parts(response)  # pyright: ignore[reportUnknownArgumentType]
+        return _dict_parts(response)
     return json.dumps(response, default=str), None, None
 
 

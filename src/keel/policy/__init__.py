@@ -86,6 +86,6 @@ def preload() -> None:
     import keel.policy._shell
 
     try:
-        keel.policy._shell._parser()  # pyright: ignore[reportPrivateUsage]
+        keel.policy._shell._parser()
     except Exception:
         return

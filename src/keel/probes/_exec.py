@@ -53,7 +53,7 @@ def _run(request: Any, notes: list[str]) -> ProbeResult:
     if not isinstance(args, list | dict):
         raise Failure("probe.bad_args", "args must be a list or an object")
     try:
-        bound = bind(spec.params, args, spec.name)  # pyright: ignore[reportUnknownArgumentType]
+        bound = bind(spec.params, args, spec.name)
         check_types(spec.params, bound, spec.name)
     except BindError as exc:
         raise Failure(exc.code, exc.message) from exc

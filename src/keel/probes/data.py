@@ -27,13 +27,13 @@ def get_nested_value(
 
 def _step(current: Any, part: Any) -> Any:
     if isinstance(current, dict):
-        return current.get(str(part), _MISSING)  # pyright: ignore[reportUnknownMemberType]
+        return current.get(str(part), _MISSING)
     if isinstance(current, list):
         try:
             index = int(part)
         except (TypeError, ValueError):
             return _MISSING
-        return current[index] if -len(current) <= index < len(current) else _MISSING  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+        return current[index] if -len(current) <= index < len(current) else _MISSING
     return _MISSING
 
 
@@ -41,7 +41,7 @@ def keys(ctx: ProbeContext, obj: Any) -> list[str]:
     """The keys of an object."""
     if not isinstance(obj, dict):
         raise Failure("data.not_object", f"expected an object, got {type_of(ctx, obj)}")
-    return [str(k) for k in obj]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    return [str(k) for k in obj]
 
 
 def type_of(ctx: ProbeContext, obj: Any) -> str:
@@ -63,7 +63,7 @@ def type_of(ctx: ProbeContext, obj: Any) -> str:
 def length(ctx: ProbeContext, obj: Any) -> int:
     """The length of a string, array or object."""
     if isinstance(obj, str | list | dict):
-        return len(obj)  # pyright: ignore[reportUnknownArgumentType]
+        return len(obj)
     raise Failure("data.no_length", f"a {type_of(ctx, obj)} has no length")
 
 

@@ -46,13 +46,10 @@ def _convert(value: Any, depth: int, budget: list[int], what: str) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if isinstance(value, dict):
-        return {
-            _key(k): _convert(v, depth + 1, budget, what)
-            for k, v in value.items()  # pyright: ignore[reportUnknownVariableType]
-        }
+        return {_key(k): _convert(v, depth + 1, budget, what) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
-        items = sorted(value, key=repr) if isinstance(value, set | frozenset) else value  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
-        return [_convert(v, depth + 1, budget, what) for v in items]  # pyright: ignore[reportUnknownVariableType]
+        items = sorted(value, key=repr) if isinstance(value, set | frozenset) else value
+        return [_convert(v, depth + 1, budget, what) for v in items]
     if isinstance(value, dt.datetime | dt.date | dt.time):
         return value.isoformat()
     if isinstance(value, bytes):
@@ -113,12 +110,12 @@ def parse_yaml_text(text: str) -> Any:
     class _Loader(yaml.SafeLoader):
         aliases = 0
 
-        def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+        def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
                 self.aliases += 1
                 if self.aliases > MAX_YAML_ALIASES:
                     raise Failure("yaml.aliases", f"more than {MAX_YAML_ALIASES} aliases")
-            return super().compose_node(parent, index)  # type: ignore[misc]
+            return super().compose_node(parent, index)
 
     loader = _Loader(text)
     try:

@@ -37,7 +37,7 @@ def main() -> int:
             backend = request.pop("backend", None) if isinstance(request, dict) else None
             name = backend if isinstance(backend, str) else "runner"
             if isinstance(request, dict) and isinstance(request.get("batch"), list):
-                results = run_batch(request["batch"], backend=name)  # pyright: ignore[reportUnknownArgumentType]
+                results = run_batch(request["batch"], backend=name)
                 _print([_line(r) for r in results], batch=True)
                 if threading.active_count() > 1:
                     os._exit(0)  # a probe past its deadline must not keep the sandbox alive

@@ -213,7 +213,7 @@ def _spawn_and_wait(
 
     become_subreaper()
     profile = "exec-landlock" if network else "exec-landlock-nonet"
-    blob = cached_blob(profile + ("-root" if os.geteuid() == 0 else ""), ctx.state_dir)  # pyright: ignore[reportArgumentType]
+    blob = cached_blob(profile + ("-root" if os.geteuid() == 0 else ""), ctx.state_dir)
     filt = PreparedFilter(blob)
     with Limits(ctx.sandbox):
         proc = subprocess.Popen(

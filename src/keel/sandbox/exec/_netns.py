@@ -240,17 +240,17 @@ def _libc() -> Calls:
     if not _CALLS:
         import _ctypes
 
-        class Int(_ctypes._SimpleCData):  # pyright: ignore[reportPrivateUsage]
+        class Int(_ctypes._SimpleCData):
             _type_ = "i"
 
-        class ULong(_ctypes._SimpleCData):  # pyright: ignore[reportPrivateUsage]
+        class ULong(_ctypes._SimpleCData):
             _type_ = "L"
 
         class Function(_ctypes.CFuncPtr):
             _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
             _restype_ = Int
 
-        libc = _ctypes.dlopen(None, os.RTLD_NOW)  # pyright: ignore[reportCallIssue, reportArgumentType]
+        libc = _ctypes.dlopen(None, os.RTLD_NOW)  # pyright: ignore[reportArgumentType]
         setns = Function(_ctypes.dlsym(libc, "setns"))
         setns.argtypes = (Int, Int)
         ioctl = Function(_ctypes.dlsym(libc, "ioctl"))
