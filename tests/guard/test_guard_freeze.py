@@ -28,11 +28,12 @@ def _proc_state(pid: int) -> str:
 @pytest.fixture
 def contained(workdir: Path) -> Iterator[int]:
     """A process registered as a running contained command of the workspace."""
-    from keel.sandbox.os._registry import dumps, start_time
+    from keel.core.daemon import process_start
+    from keel.sandbox.os._registry import dumps
 
     proc = subprocess.Popen(["sleep", "60"])
     try:
-        start = start_time(proc.pid)
+        start = process_start(proc.pid)
         folder = workdir / ".keel" / "exec"
         folder.mkdir(parents=True, exist_ok=True)
         record = {"pid": proc.pid, "start": start, "processes": [[proc.pid, start]]}

@@ -11,13 +11,13 @@ import pytest
 from exec_helpers import SECRET, Box
 
 from keel.cli.exec import parse
+from keel.core.daemon import process_start
 from keel.core.errors import ViewError
 from keel.policy import Policy
 from keel.sandbox import exec_argv, kill_contained
 from keel.sandbox.exec._environ import contained_env, kept
 from keel.sandbox.exec._proxy import _parse, _split_host_port
 from keel.sandbox.exec._view import build_view, filter_git_config
-from keel.sandbox.os._registry import start_time
 
 
 @pytest.mark.parametrize(
@@ -202,8 +202,8 @@ def test_kill_contained_ignores_forged_and_stale_records(workdir: Path) -> None:
     try:
         forged = {
             "pid": fake_exec.pid,
-            "start": start_time(fake_exec.pid),
-            "processes": [[victim.pid, start_time(victim.pid)]],
+            "start": process_start(fake_exec.pid),
+            "processes": [[victim.pid, process_start(victim.pid)]],
         }
         (folder / "forged.json").write_text(json.dumps(forged))
         (folder / "stale.json").write_text(json.dumps({"pid": 999_999_998, "start": 1}))

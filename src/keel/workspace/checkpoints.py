@@ -965,11 +965,12 @@ def _call_end(chain: list[Checkpoint], i: int, running: bool = False) -> int:
 
 def _commands_running(root: Path) -> bool:
     """True when a contained command (``keel exec``) is running in the workspace now."""
-    from keel.sandbox.os._registry import records, start_time
+    from keel.core.daemon import process_start
+    from keel.sandbox.os._registry import records
 
     for _, data in records(os.fspath(root)):
         pid, start = data.get("pid"), data.get("start")
-        if isinstance(pid, int) and start is not None and start_time(pid) == start:
+        if isinstance(pid, int) and start is not None and process_start(pid) == start:
             return True
     return False
 

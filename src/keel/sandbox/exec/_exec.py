@@ -215,8 +215,8 @@ def _spawn_and_wait(
     mounts: Any,
     command: list[str],
 ) -> None:
+    from keel.core.daemon import process_start
     from keel.sandbox.exec import _bwrap as eb
-    from keel.sandbox.os._registry import start_time
 
     seccomp = _seccomp_fd(ctx, "exec")
     network = None
@@ -260,7 +260,7 @@ def _spawn_and_wait(
         if network is not None:
             network.connect()  # while bwrap starts
         init = proc.read_child_pid()
-        processes = [(p, start_time(p)) for p in (proc.pid, init) if p is not None]
+        processes = [(p, process_start(p)) for p in (proc.pid, init) if p is not None]
         assert ctx.registration is not None
         ctx.registration.update(backend="bwrap", processes=processes)
         if network is not None and block_w is not None and init is not None:

@@ -208,8 +208,8 @@ def _split(tree: str, masks: list[str]) -> list[str]:
 def _spawn_and_wait(
     ctx: Context, outcome: Tally, env: dict[str, str], ruleset: Ruleset, network: bool
 ) -> None:
+    from keel.core.daemon import process_start
     from keel.sandbox.os._process import become_subreaper
-    from keel.sandbox.os._registry import start_time
 
     become_subreaper()
     profile = "exec-landlock" if network else "exec-landlock-nonet"
@@ -233,7 +233,7 @@ def _spawn_and_wait(
     try:
         assert ctx.registration is not None
         ctx.registration.update(
-            backend="landlock", processes=[(proc.pid, start_time(proc.pid))], pgid=proc.pid,
+            backend="landlock", processes=[(proc.pid, process_start(proc.pid))], pgid=proc.pid,
             marker=token,
         )  # fmt: skip
         try:

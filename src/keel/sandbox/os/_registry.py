@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import time
 
+from keel.core.daemon import process_start
 from keel.core.root import STATE_DIR
 from keel.sandbox.os import _quiet
 
@@ -33,17 +34,6 @@ EXEC_DIR = os.path.join(STATE_DIR, "exec")
 WAIT_SECONDS = 5.0
 
 
-def start_time(pid: int) -> int | None:
-    """The start time of ``pid`` in clock ticks since boot, or ``None`` if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return None
-    fields = raw[raw.rindex(b")") + 2 :].split()
-    return int(fields[19])
-
-
 class Registration:
     """This process's record; ``update`` adds the sandbox's processes, ``remove`` deletes it."""
 
@@ -51,7 +41,7 @@ class Registration:
         """Write the record for this process under ``root``."""
         self.path = os.path.join(root, EXEC_DIR, f"{os.getpid()}.json")
         pid = os.getpid()
-        self.data: dict[str, Any] = {"pid": pid, "start": start_time(pid), **data}
+        self.data: dict[str, Any] = {"pid": pid, "start": process_start(pid), **data}
         self._write()
 
     def update(self, **fields: Any) -> None:
@@ -122,7 +112,7 @@ def kill_contained(root: str) -> int:
     live: list[tuple[int, int]] = []
     for path, data in records(root):
         pid, start = data.get("pid"), data.get("start")
-        if not isinstance(pid, int) or start is None or start_time(pid) != start:
+        if not isinstance(pid, int) or start is None or process_start(pid) != start:
             _unlink(path)
             continue
         # keel exec first: told before its sandbox dies, it reports the stop (128 + SIGTERM),
@@ -134,7 +124,7 @@ def kill_contained(root: str) -> int:
     deadline = time.monotonic() + WAIT_SECONDS
     while live and time.monotonic() < deadline:
         time.sleep(0.02)
-        live = [(p, s) for p, s in live if start_time(p) == s]
+        live = [(p, s) for p, s in live if process_start(p) == s]
     return killed
 
 
@@ -145,7 +135,7 @@ def _kill_sandbox(data: dict[str, Any]) -> None:
         if isinstance(start, int) and start >= data["start"]:
             _send(pid, start, _signal.SIGKILL)
     group = data.get("pgid")
-    if isinstance(group, int) and group > 1 and (start_time(group) or -1) >= data["start"]:
+    if isinstance(group, int) and group > 1 and (process_start(group) or -1) >= data["start"]:
         _quiet.call(os.killpg, group, _signal.SIGKILL)
     marker = data.get("marker")
     if isinstance(marker, str):
@@ -155,7 +145,7 @@ def _kill_sandbox(data: dict[str, Any]) -> None:
 
 
 def _send(pid: int, start: int, sig: int) -> None:
-    if start_time(pid) != start:
+    if process_start(pid) != start:
         return
     _quiet.call(os.kill, pid, sig)
 
@@ -176,18 +166,18 @@ def freeze_contained(root: str) -> list[tuple[int, int]]:
     stopped: list[tuple[int, int]] = []
     for _, data in records(root):
         pid, start = data.get("pid"), data.get("start")
-        if not isinstance(pid, int) or start is None or start_time(pid) != start:
+        if not isinstance(pid, int) or start is None or process_start(pid) != start:
             continue
         queue: list[tuple[int, int | None]] = [
             (p, s) for p, s in data.get("processes", []) if isinstance(s, int) and s >= start
         ]
         group = data.get("pgid")
-        if isinstance(group, int) and group > 1 and (start_time(group) or -1) >= start:
+        if isinstance(group, int) and group > 1 and (process_start(group) or -1) >= start:
             _quiet.call(os.killpg, group, _signal.SIGSTOP)
-            queue.append((group, start_time(group)))
+            queue.append((group, process_start(group)))
         while queue:
             node, node_start = queue.pop(0)
-            if node_start is None or start_time(node) != node_start:
+            if node_start is None or process_start(node) != node_start:
                 continue
             _quiet.call(os.kill, node, _signal.SIGSTOP)
             stopped.append((node, node_start))
@@ -195,7 +185,7 @@ def freeze_contained(root: str) -> list[tuple[int, int]]:
             # flight, such as a rename, completes first), and only then list the children,
             # so one forked a moment ago is not missed.
             _wait_stopped(node)
-            queue.extend((child, start_time(child)) for child in _children(node))
+            queue.extend((child, process_start(child)) for child in _children(node))
     return stopped
 
 
