@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 from guard_helpers import events_of, open_guard
 
 from keel.core.calls import ToolCall, ToolResult
+from keel.core.events import DiagnosticPayload
 from keel.guard import Guard, _as_written, containment  # pyright: ignore[reportPrivateUsage]
 from keel.journal import open_journal
 from keel.sandbox.exec.line import command_of, encode
@@ -310,3 +312,55 @@ def test_a_result_is_seen_as_the_agent_wrote_it(workdir: Path) -> None:
     assert _as_written(bare) is bare
     empty = ToolResult("Bash", "exec", True, call=ToolCall("Bash", "exec", command=""))
     assert _as_written(empty) is empty
+
+
+def test_what_a_contained_command_left_behind_is_journaled_and_told(workdir: Path) -> None:
+    from keel.sandbox.exec._control import REPORTS, write_report
+
+    report = {"quarantined": [".git/hooks/pre-commit"], "restored": [], "prompts": []}
+    assert write_report(str(workdir), "0123abcd", json.dumps(report))
+    guard = _guard(workdir, contain=True)
+    try:
+        line = encode(str(workdir), "make", report="0123abcd")
+        call = ToolCall("Bash", "exec", command=line, tool_use_id="t1")
+        told = guard.observe(ToolResult("Bash", "exec", True, tool_use_id="t1", call=call))
+    finally:
+        guard.close()
+    assert told is not None
+    assert (told.level, told.detector) == ("correct", "sandbox.left_behind")
+    assert ".git/hooks/pre-commit" in told.message and "quarantine" in told.message
+    assert told.evidence == {
+        "quarantined": [".git/hooks/pre-commit"],
+        "restored": [],
+        "prompts": [],
+    }
+    assert not (workdir / REPORTS / "0123abcd.json").exists()  # read once
+    events = events_of(workdir, "s")
+    diagnostics = [e.payload for e in events if isinstance(e.payload, DiagnosticPayload)]
+    assert [e.kind for e in events if e.kind == "diagnostic"] == ["diagnostic"]
+    assert [(d.detector, d.level) for d in diagnostics] == [("sandbox.left_behind", "correct")]
+
+
+@pytest.mark.parametrize(
+    ("kind", "words"),
+    [
+        ("exec", "make"),  # no --report: nothing to read
+        ("read", "make"),  # not a shell command's result
+    ],
+)
+def test_a_report_is_read_only_for_the_exec_line_that_names_it(
+    workdir: Path, kind: str, words: str
+) -> None:
+    from keel.sandbox.exec._control import REPORTS, write_report
+
+    assert write_report(str(workdir), "0123abcd", json.dumps({"quarantined": ["x"]}))
+    guard = _guard(workdir, contain=True)
+    try:
+        report = "0123abcd" if kind == "read" else None
+        line = encode(str(workdir), words, report=report)
+        call = ToolCall("Bash", kind, command=line, tool_use_id="t1")  # type: ignore[arg-type]
+        told = guard.observe(ToolResult("Bash", kind, True, tool_use_id="t1", call=call))  # type: ignore[arg-type]
+    finally:
+        guard.close()
+    assert told is None
+    assert (workdir / REPORTS / "0123abcd.json").exists()

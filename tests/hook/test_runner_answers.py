@@ -310,3 +310,41 @@ def test_only_codex_finishes_are_checked_against_its_rollout(workdir: Path) -> N
     no_gates = _Gates()
     answer_for(["Stop", "--agent", "codex"], json.dumps(stop).encode(), no_gates, workdir)
     assert no_gates.given == [[]]
+
+
+def _grep(guard: StubGuard, workdir: Path) -> dict[str, Any]:
+    data = {"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Grep",
+            "tool_input": {"pattern": "x", "glob": "*.py"}}  # fmt: skip
+    code, out, _ = answer_for(
+        ["PreToolUse", "--agent", "claude"], json.dumps(data).encode(), guard, workdir
+    )
+    assert code == 0
+    return json.loads(out)["hookSpecificOutput"]
+
+
+def test_an_allowed_search_is_rewritten_to_leave_secret_files_out(workdir: Path) -> None:
+    from keel.policy import secret_excludes
+
+    reply = _grep(StubGuard(), workdir)
+    assert "permissionDecision" not in reply
+    globs = reply["updatedInput"]["glob"].split(" ")
+    assert globs == ["*.py", *(f"!{g}" for g in secret_excludes())]
+    ask = _grep(StubGuard(decisions={"Grep": Decision.ask("test.ask", "why")}), workdir)
+    assert ask["permissionDecision"] == "ask" and ask["updatedInput"]["glob"] == " ".join(globs)
+
+
+def test_a_denied_search_is_denied_not_rewritten(workdir: Path) -> None:
+    reply = _grep(StubGuard(decisions={"Grep": Decision.deny("test.deny", "no")}), workdir)
+    assert reply["permissionDecision"] == "deny" and "updatedInput" not in reply
+
+
+def test_each_contained_line_names_a_fresh_report(workdir: Path) -> None:
+    from keel.sandbox.exec.line import decode
+
+    lines = [_contained_line("claude", "PreToolUse", {"command": "make"}, workdir) for _ in "ab"]
+    reports = [line.report for line in map(decode, lines) if line is not None]
+    assert len(reports) == 2 and reports[0] != reports[1]
+    for report in reports:  # 64 random bits, as keel exec --report takes them
+        assert (
+            report is not None and len(report) == 16 and not set(report) - set("0123456789abcdef")
+        )

@@ -6,10 +6,13 @@ A value may hold ``=``, ``:`` or ``/``; a word known only at run time is an unkn
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 from policy_helpers import split
 
 from keel.policy._rules import hosts, url_host
+from keel.policy._url import HostAt
 
 HOSTS: list[tuple[str, list[str | None]]] = [
     ('echo https://a.test/x', []),
@@ -157,3 +160,89 @@ MORE_HOSTS: list[tuple[str, list[str | None]]] = [
 def test_hosts_of_values_holding_separators(line: str, expected: list[str | None]) -> None:
     name, args = split(line)
     assert hosts(name, args) == expected
+
+
+# The port each host is reached on: the one the line names, else the tool's default (ssh 22,
+# telnet 23, ftp 21, tftp 69, an rsync daemon 873); `None` when the text names none and the
+# tool is a web fetcher; -1 (UNREADABLE_PORT) for a port keel cannot read.
+PORTS: list[tuple[str, list[tuple[str, int | None]]]] = [
+    # nc HOST PORT: the second operand, whatever the tool; a missing one is unreadable.
+    ('nc a.test 80', [('a.test', 80)]),
+    ('nc a.test 80 90', [('a.test', 80)]),
+    ('nc a.test', [('a.test', -1)]),
+    ('ncat a.test 81', [('a.test', 81)]),
+    ('netcat a.test 82', [('a.test', 82)]),
+    ('telnet a.test 2323', [('a.test', 2323)]),
+    ('telnet a.test', [('a.test', 23)]),
+    ('ftp a.test 2121', [('a.test', 2121)]),
+    ('ftp a.test', [('a.test', 21)]),
+    ('tftp a.test 6969', [('a.test', 6969)]),
+    ('tftp a.test', [('a.test', 69)]),
+    ('mosh -p 60001 a.test', [('a.test', 22)]),
+    # ssh -p N, -pN, the last one wins; -o Port=N / "Port N"; an -o known only at run time.
+    ('ssh h.test', [('h.test', 22)]),
+    ('ssh -p 2222 h.test', [('h.test', 2222)]),
+    ('ssh -p2222 h.test', [('h.test', 2222)]),
+    ('ssh h.test -p 2222', [('h.test', 2222)]),
+    ('ssh -p 1 -p 2 h.test', [('h.test', 2)]),
+    ('ssh h.test -p', [('h.test', -1)]),
+    ('ssh -p x h.test', [('h.test', -1)]),
+    ('ssh -o Port=2222 h.test', [('h.test', 2222)]),
+    ('ssh -o "port 2222" h.test', [('h.test', 2222)]),
+    ('ssh -oPort=2222 h.test', [('h.test', 2222)]),
+    ('ssh -p 2222 -o User=u h.test', [('h.test', 2222)]),
+    ('ssh -o User=u h.test', [('h.test', 22)]),
+    ('ssh -o Port h.test', [('h.test', -1)]),
+    ('ssh -o Port=x=2222 h.test', [('h.test', -1)]),
+    ('ssh -o $X h.test', [('h.test', -1)]),
+    # scp and sftp name the port with -P (their -p keeps times).
+    ('scp f h.test:x', [('h.test', 22)]),
+    ('scp -P 2222 f h.test:x', [('h.test', 2222)]),
+    ('scp -p f h.test:x', [('h.test', 22)]),
+    ('sftp -P2222 h.test', [('h.test', 2222)]),
+    ('sftp h.test', [('h.test', 22)]),
+    # rsync: ssh unless -e/--rsh names another remote shell (even ssh with options: unread).
+    ('rsync f h.test:d', [('h.test', 22)]),
+    ('rsync -e ssh f h.test:d', [('h.test', 22)]),
+    ('rsync --rsh=ssh f h.test:d', [('h.test', 22)]),
+    ('rsync --rsh ssh f h.test:d', [('h.test', 22)]),
+    ("rsync -e 'ssh -p 2' f h.test:d", [('h.test', -1)]),
+    ("rsync --rsh='ssh -p 2' f h.test:d", [('h.test', -1)]),
+    ("rsync --rsh 'ssh -p 2' f h.test:d", [('h.test', -1)]),
+    ('rsync f h.test:d -e', [('h.test', -1)]),
+    ('rsync f h.test::module', [('h.test', 873)]),
+    ('rsync f h.test::', [('h.test', 873)]),
+    ('rsync f U@H.test:d', [('h.test', 22)]),
+    # git's host:path is ssh.
+    ('git clone git@gh.test:o/r', [('gh.test', 22)]),
+    # A fetcher's HOST:PORT before the first `/`, after the last `@`; none is the web default.
+    ('curl a.test/x', [('a.test', None)]),
+    ('curl h.test:8080', [('h.test', 8080)]),
+    ('curl h.test:8080/p', [('h.test', 8080)]),
+    ('curl h.test:8080/a/b', [('h.test', 8080)]),
+    ('curl u@h.test:8080', [('h.test', 8080)]),
+    ('curl a.test:1:2/p', [('a.test', -1)]),
+    ('curl h.test:x', [('h.test', -1)]),
+    ('wget h.test:8081/x', [('h.test', 8081)]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("line", "expected"), PORTS)
+def test_ports_each_tool_reads(line: str, expected: list[tuple[str, int | None]]) -> None:
+    name, *args = [None if w == "$X" else w for w in shlex.split(line)]
+    found = hosts(name or "", args)
+    assert all(isinstance(h, HostAt) for h in found)
+    assert [(h, getattr(h, "port", "none")) for h in found] == expected
+
+
+def test_a_fetchers_port_follows_the_last_at_sign() -> None:
+    # userinfo may hold `:` (u:pw@): the port is the one after the host, not the password.
+    found = hosts("curl", ["u:pw@h.test:8080/p"])
+    assert [getattr(h, "port", "none") for h in found] == [8080]
+
+
+@pytest.mark.parametrize("operand", ["pypi.org:x@evil.test/p", "pypi.org:443@evil.test"])
+def test_a_fetchers_host_follows_the_last_at_sign(operand: str) -> None:
+    # curl connects to what follows the userinfo: an allowed host before `:` is a password
+    assert [str(h) for h in hosts("curl", [operand])] == ["evil.test"]
+    assert [str(h) for h in hosts("wget", [operand])] == ["evil.test"]

@@ -8,9 +8,13 @@ scope and presets on writes.
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 from policy_helpers import CONTROL_HINT, Tree
 
+from keel.core.protected import OWN_REASON
 from keel.policy import Policy
 from keel.policy._core import Engine
 from keel.policy._snapshot import default_snapshot
@@ -358,3 +362,62 @@ def test_a_snapshot_without_the_sandbox_keys_keeps_ci_files_and_no_read_only(tre
     assert tuple(engine.check_path(".husky/x", "write"))[:2] == ("deny", "path.control")
     assert tuple(engine.check_path("vendor/x", "write"))[:2] == ("allow", "path.in_scope")
     assert "**/.husky/**" in engine.explain()["paths"]["control"]
+
+
+PROMPT_WHY = "the next agent session reads it as its instructions"
+PROMPT_HINT = "a person reviews changes to the instructions of future agent sessions"
+
+
+@pytest.mark.parametrize(
+    ("raw", "glob"),
+    [
+        ("CLAUDE.md", "**/CLAUDE.md"),
+        ("docs/AGENTS.md", "**/AGENTS.md"),
+        (".github/copilot-instructions.md", "**/.github/copilot-instructions.md"),
+    ],
+)
+def test_writing_a_prompt_file_asks(tree: Tree, raw: str, glob: str) -> None:
+    assert tuple(tree.engine().check_path(raw, "write")) == (
+        "ask", "path.prompt_file", f"{raw!r} is a prompt file ({glob!r}): {PROMPT_WHY}",
+        PROMPT_HINT,
+    )  # fmt: skip
+    assert tuple(tree.engine().check_path(raw, "read"))[:2] == ("allow", "path.read")
+
+
+def test_with_protect_ci_off_a_prompt_file_in_a_ci_directory_asks(tree: Tree) -> None:
+    on, off = tree.engine(), tree.engine(protect_ci=False)
+    assert tuple(on.check_path(".husky/CLAUDE.md", "write"))[:2] == ("deny", "path.control")
+    assert tuple(off.check_path(".husky/CLAUDE.md", "write")) == (
+        "ask", "path.prompt_file",
+        f"'.husky/CLAUDE.md' is a prompt file ('**/CLAUDE.md'): {PROMPT_WHY}", PROMPT_HINT,
+    )  # fmt: skip
+
+
+def test_a_read_only_ci_directory_with_protect_ci_off_gives_read_only_as_the_reason(
+    tree: Tree,
+) -> None:
+    engine = tree.engine(protect_ci=False, read_only=(".husky",))
+    assert tuple(engine.check_path(".husky/x", "write")) == (
+        "deny", "path.control",
+        "'.husky/x' is protected at any depth ('.husky'): [sandbox] read_only in keel.toml",
+        CONTROL_HINT,
+    )  # fmt: skip
+
+
+def test_keels_own_installation_in_the_workspace_is_control(tree: Tree) -> None:
+    # A workspace holding the interpreter's prefix (a project's .venv): the hooks run it.
+    prefix = os.path.realpath(sys.prefix)
+    engine = Engine(default_snapshot("developer"), os.path.dirname(prefix))
+    rel = f"{os.path.basename(prefix)}/lib/x.pth"
+    assert tuple(engine.check_path(rel, "write")) == (
+        "deny", "path.control",
+        f"{rel!r} is protected at any depth ('{os.path.basename(prefix)}/**'): {OWN_REASON}",
+        CONTROL_HINT,
+    )  # fmt: skip
+
+
+def test_explain_leaves_ci_files_out_of_control_when_protect_ci_is_off(tree: Tree) -> None:
+    on, off = tree.engine().explain()["paths"], tree.engine(protect_ci=False).explain()["paths"]
+    assert "**/.husky/**" in on["control"] and "**/.husky/**" not in off["control"]
+    assert "**/.github/workflows/**" not in off["control"]
+    assert "**/CLAUDE.md" in off["prompt_files"] and off["prompt_files"] == on["prompt_files"]

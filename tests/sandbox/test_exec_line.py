@@ -87,6 +87,13 @@ def test_the_words_are_keel_execs_own() -> None:
     ]  # fmt: skip
 
 
+def test_a_shell_line_runs_under_the_python_it_names() -> None:
+    argv = shell_argv("/w", "ls", report="ab", python="/p")
+    assert argv == exec_argv("/w", ["bash", "-c", "ls"], report="ab", python="/p")
+    assert argv[0] == "/p"
+    assert shlex.split(encode("/w", "ls", python="/p"))[0] == "/p"
+
+
 def _line(*words: str) -> str:
     return shlex.join(words)
 

@@ -1042,9 +1042,11 @@ def _fetcher_hosts(name: str, args: list[str | None]) -> list[str | None]:
         if a is None:
             out.append(None)
         elif not is_url(a):
-            host = a.split("/", 1)[0].split(":", 1)[0].split("@")[-1].lower() or BAD
-            port = a.split("/", 1)[0].rpartition("@")[2].partition(":")[2]  # host:port/path
-            out.append(HostAt(host, port_number(port) if port else None))
+            # [user[:password]@]host[:port][/path]: the host follows the last `@` (a password
+            # may hold `:`; curl connects to what follows it, never to what precedes it)
+            authority = a.split("/", 1)[0].rpartition("@")[2]
+            host, _, port = authority.partition(":")
+            out.append(HostAt(host.lower() or BAD, port_number(port) if port else None))
     for i, a in enumerate(args[:-1]):
         if a in _CURL_HOSTS and name == "curl":
             value = args[i + 1]
