@@ -23,6 +23,7 @@ import pytest
 
 from _support import hook, keel, keel_env, make_workspace
 from keel.core.calls import ToolCall
+from keel.core.daemon import RECORD_NAME, process_start, read_record
 from keel.core.stop import set_stop
 from keel.guard import Guard
 from keel.hook import relay, wire
@@ -99,7 +100,7 @@ def daemon(workspace: Path) -> Iterator[subprocess.Popen[bytes]]:
     )
     keel_dir = str(workspace / ".keel")
     try:
-        _wait("the daemon's record", lambda: relay.read_record(keel_dir) is not None)
+        _wait("the daemon's record", lambda: read_record(keel_dir) is not None)
         yield proc
     finally:
         if proc.poll() is None:
@@ -162,7 +163,7 @@ class _Socket:
         self.sock.listen(8)
         if record:  # claims to be the daemon keel started (the pid is this test process)
             pid = os.getpid()
-            (root / ".keel" / wire.PID_NAME).write_text(f"{pid} {relay.process_start(pid)}\n")
+            (root / ".keel" / RECORD_NAME).write_text(f"{pid} {process_start(pid)}\n")
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
@@ -266,7 +267,7 @@ def test_a_daemon_stopped_while_holding_the_journal_lock_costs_no_call(
     os.kill(daemon.pid, signal.SIGSTOP)
     got = _hook(workspace, "touch after-stop", 1, KEEL_HOOK_DEADLINE="2")
     assert got.returncode == 0 and "deny" not in got.stdout, got.stderr
-    assert (workspace / ".keel" / wire.PID_NAME).exists() or daemon.poll() is not None
+    assert (workspace / ".keel" / RECORD_NAME).exists() or daemon.poll() is not None
     assert _decisions(workspace)["toolu_1"] == ["allow"]
 
 

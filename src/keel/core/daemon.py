@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 RECORD_NAME = "hookd.pid"
 """``<pid> <start time>`` of the daemon in ``.keel/``: the only listener a client trusts."""
+MAX_SOCKET_PATH = 100
+"""Longer socket paths do not fit ``sockaddr_un``: such a workspace has no daemon sockets."""
 _SO_PEERCRED = 17
 
 
@@ -64,11 +66,19 @@ def process_start(pid: int) -> "int | None":
         return None
 
 
-def is_daemon(sock: "_socket.socket", record: "tuple[int, int]") -> bool:
-    """True if the peer of ``sock`` is this uid's daemon with the recorded pid and start."""
+def peer_credentials(sock: "_socket.socket") -> "tuple[int, int, int]":
+    """``(pid, uid, gid)`` of the process at the other end of the unix socket ``sock``."""
     import _socket
 
     raw = sock.getsockopt(_socket.SOL_SOCKET, _SO_PEERCRED, 12)
-    pid = int.from_bytes(raw[0:4], sys.byteorder, signed=True)
-    uid = int.from_bytes(raw[4:8], sys.byteorder, signed=True)
+    return (
+        int.from_bytes(raw[0:4], sys.byteorder, signed=True),
+        int.from_bytes(raw[4:8], sys.byteorder, signed=True),
+        int.from_bytes(raw[8:12], sys.byteorder, signed=True),
+    )
+
+
+def is_daemon(sock: "_socket.socket", record: "tuple[int, int]") -> bool:
+    """True if the peer of ``sock`` is this uid's daemon with the recorded pid and start."""
+    pid, uid, _ = peer_credentials(sock)
     return uid == os.getuid() and pid == record[0] and process_start(pid) == record[1]

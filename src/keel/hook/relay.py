@@ -17,7 +17,14 @@ The messages are ``keel.hook.wire``'s; the other end is ``keel.hook.server``. On
 
 import os
 
-from keel.core.daemon import daemon_enabled, is_daemon, process_start, process_stat, read_record
+from keel.core.daemon import (
+    MAX_SOCKET_PATH,
+    daemon_enabled,
+    is_daemon,
+    process_start,
+    process_stat,
+    read_record,
+)
 from keel.core.root import state_path
 from keel.core.stop import stop_set
 from keel.hook.wire import (
@@ -32,8 +39,6 @@ from keel.hook.wire import (
 SPAWN_STAMP = "hookd.spawn"
 """Touched in ``.keel/`` when a hook starts a daemon: no second start within the backoff."""
 SPAWN_BACKOFF = 10.0
-MAX_SOCKET_PATH = 100
-"""Longer socket paths do not fit ``sockaddr_un``: such a workspace decides in process."""
 CONNECT_TIMEOUT = 0.5
 POLL = 0.05
 IN_PROCESS_RESERVE = 5.0

@@ -30,7 +30,6 @@ import contextlib
 import fcntl
 import os
 import socket
-import struct
 import sys
 import threading
 import time
@@ -38,13 +37,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from keel.core.configview import config_stamp
+from keel.core.daemon import RECORD_NAME, peer_credentials, process_start, read_record
 from keel.core.root import ensure_state_dir, state_dir
 from keel.hook.main import parse_hook_args
-from keel.hook.relay import process_start, read_record
 from keel.hook.wire import (
     BLOCK,
     LOCK_NAME,
-    PID_NAME,
     SOCKET_NAME,
     Request,
     netstrings,
@@ -159,7 +157,7 @@ def serve(root: Path, *, idle: float = DEFAULT_IDLE, ready: threading.Event | No
                 path.unlink()
         with contextlib.suppress(OSError):
             if read_record(str(keel_dir)) == (os.getpid(), process_start(os.getpid())):
-                (keel_dir / PID_NAME).unlink()
+                (keel_dir / RECORD_NAME).unlink()
         os.close(lock_fd)
     proxy.wait()  # commands still running keep their proxy; a new daemon may start meanwhile
     return 0
@@ -178,7 +176,7 @@ def _write_record(keel_dir: Path) -> None:
     from keel.core.files import write_atomic
 
     pid = os.getpid()
-    write_atomic(keel_dir / PID_NAME, f"{pid} {process_start(pid)}\n")
+    write_atomic(keel_dir / RECORD_NAME, f"{pid} {process_start(pid)}\n")
 
 
 class _State:
@@ -344,9 +342,7 @@ def serve_connection(
 
 
 def _same_user(conn: socket.socket) -> bool:
-    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return uid == os.getuid()
+    return peer_credentials(conn)[1] == os.getuid()
 
 
 def _receive(conn: socket.socket) -> list[bytes] | None:

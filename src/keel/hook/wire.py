@@ -21,7 +21,6 @@ imports this on every call.
 
 import os
 
-from keel.core.daemon import RECORD_NAME
 from keel.core.frozen import Frozen
 
 MAGIC = b"keel-hookd/2"
@@ -30,8 +29,6 @@ SOCKET_NAME = "hookd.sock"
 """The daemon's socket in ``.keel/`` (mode 0600)."""
 LOCK_NAME = "hookd.lock"
 """The lock the one daemon of a workspace holds in ``.keel/``."""
-PID_NAME = RECORD_NAME
-"""``<pid> <start time>`` of the daemon in ``.keel/`` (``keel.core.daemon``)."""
 BLOCK = 2
 """The exit code every client treats as "block" (reason on stderr); with 0 the only one."""
 RETRY = b"retry"

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from keel.core.daemon import process_stat
 from keel.core.errors import WorkspaceError
 from keel.core.files import write_atomic
 
@@ -259,12 +260,10 @@ def _process(pid: int, start: int | None) -> tuple[bool, str | None]:
 
 def _proc_stat(pid: int) -> tuple[str | None, int | None]:
     """The state letter and start time (clock ticks after boot) of ``pid``, from ``/proc``."""
+    fields = process_stat(pid)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read().decode("ascii", "replace")
-        fields = raw[raw.rindex(")") + 2 :].split()  # the command may hold spaces and parens
-        return fields[0], int(fields[19])
-    except (OSError, ValueError, IndexError):
+        return (fields[0].decode("ascii", "replace"), int(fields[19])) if fields else (None, None)
+    except (ValueError, IndexError):
         return None, None
 
 

@@ -37,7 +37,14 @@ import _socket
 import os
 import time
 
-from keel.core.daemon import daemon_enabled, is_daemon, process_stat, read_record
+from keel.core.daemon import (
+    MAX_SOCKET_PATH,
+    daemon_enabled,
+    is_daemon,
+    peer_credentials,
+    process_stat,
+    read_record,
+)
 from keel.core.root import state_path
 from keel.sandbox.os import _quiet
 
@@ -58,7 +65,6 @@ PLACE_TIMEOUT = 5.0
 REQUEST_TIMEOUT = 30.0
 """How long the daemon waits for a connected run's request (bwrap starts in between)."""
 DECISIONS_TIMEOUT = 5.0
-MAX_SOCKET_PATH = 100
 
 
 def _hello() -> bytes:
@@ -286,11 +292,7 @@ class ProxyService:
 
     def _place(self, conn: socket.socket, line: bytes) -> int | None:
         """The listener the request ``line`` asks for, if the asker may have it."""
-        import socket
-        import struct
-
-        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        asker, uid, _ = struct.unpack("3i", creds)
+        asker, uid, _ = peer_credentials(conn)
         fields = line.split(b" ")
         if uid != os.getuid() or len(fields) != 5 or b" ".join(fields[:2]) != _hello():
             return None

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 
-from keel.core.daemon import process_start
+from keel.core.daemon import process_start, process_stat
 from keel.core.root import STATE_DIR
 from keel.sandbox.os import _quiet
 
@@ -193,12 +193,8 @@ def _wait_stopped(pid: int, limit: float = 0.5) -> None:
     """Until ``pid`` is stopped (``T``), gone, or ``limit`` seconds passed."""
     end = time.monotonic() + limit
     while time.monotonic() < end:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                raw = fh.read()
-        except OSError:
-            return
-        if raw[raw.rindex(b")") + 2 :][:1] in (b"T", b"t", b"Z", b"X"):
+        fields = process_stat(pid)
+        if not fields or fields[0] in (b"T", b"t", b"Z", b"X"):
             return
         time.sleep(0.0005)
 
