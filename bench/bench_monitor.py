@@ -17,7 +17,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from keel.config import KeelConfig
+from keel.config import KeelConfig, validate
 from keel.core.calls import ToolCall, ToolResult
 from keel.core.events import DataPayload, Event, ToolCallPayload, ToolResultPayload
 from keel.monitor import Monitor, MonitorState
@@ -66,11 +66,12 @@ def session(n_calls: int) -> list[tuple[ToolCall, ToolResult]]:
 
 def config() -> KeelConfig:
     # budgets high enough that the session is never stopped: measure the detectors, not deny
-    return KeelConfig.model_validate(
+    return validate(
+        KeelConfig,
         {
             "limits": {"max_steps": 1_000_000, "max_wall_seconds": 1e9},
             "gates": {"required": ["pytest -q"]},
-        }
+        },
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from keel.config import KeelConfig
+from keel.config import KeelConfig, validate
 from keel.core.calls import ToolCall
 from keel.core.patchtext import PatchedFile, patch_paths, read_patch
 from keel.plan._validate import patch_paths as plan_patch_paths
@@ -49,7 +49,7 @@ def test_the_plan_validator_sees_a_move_target(tmp_path: Path) -> None:
 
 
 def test_the_policy_judges_where_a_patch_moves_a_file(tmp_path: Path) -> None:
-    config = KeelConfig.model_validate({"scope": {"include": ["src/**"]}})
+    config = validate(KeelConfig, {"scope": {"include": ["src/**"]}})
     policy = Policy.from_config(config, tmp_path)
     inside = "*** Begin Patch\n*** Update File: src/a.py\n@@\n-x\n+y\n*** End Patch\n"
     moved_out = inside.replace("@@", "*** Move to: ../outside.py\n@@")

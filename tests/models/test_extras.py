@@ -81,6 +81,6 @@ def test_the_readme_model_config_is_valid_and_complete() -> None:
     assert model.spec == "openai:gpt-4.1-mini" and model.max_cost_usd == 2.0
     assert model.api_key_env == "MY_LLM_KEY"
     for budget in ("max_calls", "max_tokens", "max_cost_usd"):
-        assert budget in block and budget in ModelConfig.model_fields
+        assert budget in block and budget in ModelConfig.field_names()
     for words in ("llama.cpp", "vLLM", "Ollama", "not for\nquality", "json_object"):
         assert words in section

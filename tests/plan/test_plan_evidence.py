@@ -297,7 +297,7 @@ def test_a_batch_with_a_missing_result_fails_every_probe_in_it(root: Path) -> No
 
 def test_ready_probes_are_batched_up_to_max_parallel(root: Path) -> None:
     runner = BatchRecorder()
-    config = CONFIG.model_copy(update={"probes": ProbesConfig(max_parallel=2)})
+    config = CONFIG.replace(probes=ProbesConfig(max_parallel=2))
     steps = [
         ev("e1", "fs.exists", ["a.txt"], "v1", timeout=9),
         ev("e2", "fs.is_file", ["a.txt"], "v2"),
@@ -321,7 +321,7 @@ def test_ready_probes_are_batched_up_to_max_parallel(root: Path) -> None:
 
 def test_one_probe_at_a_time_is_never_batched(root: Path) -> None:
     runner = BatchRecorder()
-    config = CONFIG.model_copy(update={"probes": ProbesConfig(max_parallel=1)})
+    config = CONFIG.replace(probes=ProbesConfig(max_parallel=1))
     steps = [
         ev("e1", "fs.exists", ["a.txt"], "v1"),
         ev("e2", "fs.is_file", ["a.txt"], "v2"),
@@ -370,7 +370,7 @@ class Overlap(Recorder):
 
 def test_max_parallel_one_runs_one_probe_at_a_time(root: Path) -> None:
     runner = Overlap()
-    config = CONFIG.model_copy(update={"probes": ProbesConfig(max_parallel=1)})
+    config = CONFIG.replace(probes=ProbesConfig(max_parallel=1))
     steps = [
         ev("e1", "fs.exists", ["a.txt"], "v1"),
         ev("e2", "fs.is_file", ["a.txt"], "v2"),

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from _support import skip_or_fail
-from keel.config import SandboxConfig
+from keel.config import SandboxConfig, validate
 from keel.core.errors import SandboxError
 from keel.sandbox import Sandbox, detect, get_sandbox
 
@@ -23,7 +23,7 @@ SandboxFactory = Callable[..., Sandbox]
 
 
 def config(**overrides: object) -> SandboxConfig:
-    return SandboxConfig.model_validate(overrides)
+    return validate(SandboxConfig, overrides)
 
 
 def make_sandbox(backend: str, **overrides: object) -> Sandbox:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from keel.agent._repomap import walk
-from keel.config import KeelConfig
+from keel.core.schema import KeelConfig
 
 MAX_MATCHES = 200
 MAX_LISTED = 500

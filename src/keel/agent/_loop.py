@@ -22,11 +22,11 @@ from keel.agent._context import State, Turn, build_request, summary_line
 from keel.agent._phases import Phases, Transition
 from keel.agent._repomap import build_map
 from keel.agent._tools import READ_TOOLS, TOOLS, WRITE_TOOLS, parse_arguments, to_call
-from keel.config import KeelConfig
 from keel.core.calls import ToolCall, ToolResult
 from keel.core.decision import Decision, Guidance
 from keel.core.errors import BudgetExceeded, KeelError
 from keel.core.events import DataPayload, Event, GatePayload
+from keel.core.schema import KeelConfig
 from keel.guard import Guard
 from keel.models import Message, ModelClient, ModelToolCall, Sampling
 

@@ -90,8 +90,7 @@ def agent_config(root: Path) -> KeelConfig:
     """keel.toml for a run: ``run_plan`` counts as stating a plan for the monitor."""
     config = config_for(root)
     tools = [*config.monitor.planning_tools, "run_plan"]
-    monitor = config.monitor.model_copy(update={"planning_tools": tools})
-    return config.model_copy(update={"monitor": monitor})
+    return config.replace(monitor=config.monitor.replace(planning_tools=tools))
 
 
 def open_guard(root: Path, config: KeelConfig, session_id: str, phases: Phases) -> Guard:

@@ -15,9 +15,9 @@ from typing import Any
 
 from rich.console import Console
 
-from keel.config import KeelConfig
 from keel.core.errors import DemoFailed, SandboxError
 from keel.core.events import DataPayload
+from keel.core.schema import KeelConfig
 from keel.journal import open_journal
 from keel.models import client_for, open_model
 from keel.plan import default_policy, run_plan, sandboxed_runner

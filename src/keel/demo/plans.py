@@ -17,8 +17,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from keel.config import KeelConfig
 from keel.core.errors import DemoFailed, SandboxError
+from keel.core.schema import KeelConfig
 from keel.plan import PlanReport, SandboxedRunner, run_plan
 from keel.plan.examples import load_example
 

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from typing import Any, Protocol
 
     from keel.core.events import Event, EventKind, Payload
-    from keel.core.settings import Settings
+    from keel.core.schema import KeelConfig
     from keel.journal import Journal
     from keel.monitor import Monitor
     from keel.policy import Policy
@@ -97,7 +97,7 @@ class Guard:
     def __init__(
         self,
         root: str | os.PathLike[str],
-        config: Settings,
+        config: KeelConfig,
         policy: Policy,
         session_id: str,
         agent: str = "keel",
@@ -153,7 +153,7 @@ class Guard:
         checkpoints: bool = True,
         wait_until: float | None = None,
         inside_sandbox: bool = False,
-        config: Settings | None = None,
+        config: KeelConfig | None = None,
         pre_rules: Sequence[PreRule] = (),
     ) -> Guard:
         """A guard over ``root`` with its config, policy, journal, monitor and checkpoints.
@@ -686,7 +686,7 @@ class Guard:
             self.journal.close()
 
 
-def containment(config: Settings) -> tuple[bool, str]:
+def containment(config: KeelConfig) -> tuple[bool, str]:
     """Whether the hooks contain shell commands for ``config``, and why (or why not)."""
     mode = config.sandbox.contain
     if mode == "off":

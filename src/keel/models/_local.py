@@ -17,6 +17,7 @@ llama-cpp-python has no prebuilt wheel: ``scripts/install-local-model.sh`` build
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 from importlib.util import find_spec
@@ -36,8 +37,9 @@ _INSTALL = "pip install 'keel[local]' (see scripts/install-local-model.sh for a 
 
 
 def _llama() -> Any:
+    # Imported by name: pyright must pass with and without the optional package installed.
     try:
-        import llama_cpp  # pyright: ignore[reportMissingImports]
+        llama_cpp = importlib.import_module("llama_cpp")
     except ImportError as exc:
         raise ModelError(
             f"the local backend needs llama-cpp-python: {_INSTALL}", code="model.not_installed"

@@ -24,7 +24,7 @@ from keel.models._client import Budget, EventSink, ModelClient, Prices, Retry
 from keel.models._types import Sampling
 
 if TYPE_CHECKING:
-    from keel.core.settings import ModelSettings
+    from keel.core.schema import ModelConfig
 
 BACKENDS: tuple[str, ...] = ("openai", "anthropic", "local", "script", "replay")
 NO_KEY = "keel-no-key"
@@ -65,7 +65,7 @@ def parse_spec(text: str) -> ModelSpec:
 
 def open_model(
     spec: str | None,
-    settings: ModelSettings | None = None,
+    settings: ModelConfig | None = None,
     *,
     base_url: str | None = None,
     environ: Mapping[str, str] | None = None,
@@ -115,7 +115,7 @@ def open_model(
 
 def _remote(
     spec: ModelSpec,
-    settings: ModelSettings | None,
+    settings: ModelConfig | None,
     base_url: str | None,
     env: Mapping[str, str],
     mode: str,
@@ -171,7 +171,7 @@ def _replay(spec: ModelSpec, workspace: Path | None) -> Model:
     return model
 
 
-def sampling_of(settings: ModelSettings | None) -> Sampling:
+def sampling_of(settings: ModelConfig | None) -> Sampling:
     """The sampling settings of ``[model]``."""
     if settings is None:
         return Sampling()
@@ -180,7 +180,7 @@ def sampling_of(settings: ModelSettings | None) -> Sampling:
 
 def client_for(
     model: Model,
-    settings: ModelSettings | None,
+    settings: ModelConfig | None,
     *,
     session_id: str,
     journal: EventSink | None = None,

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from keel.core.calls import ToolCall, ToolResult
     from keel.core.decision import GuidanceLevel
-    from keel.core.settings import Settings
+    from keel.core.schema import KeelConfig
     from keel.policy import CommandFacts
 
     FactsReader = Callable[[str, str | None], CommandFacts]
@@ -83,7 +83,7 @@ class Context:
 
     def __init__(
         self,
-        config: Settings,
+        config: KeelConfig,
         state: MonitorState,
         in_scope: Callable[[str], bool] | None,
         facts: FactsReader | None,
@@ -145,11 +145,11 @@ def put(mapping: dict[str, Any], key: str, value: Any) -> Any:
     return value
 
 
-_OWN_READERS: list[tuple[Settings, FactsReader]] = []
+_OWN_READERS: list[tuple[KeelConfig, FactsReader]] = []
 _OWN_READERS_CAP = 4
 
 
-def _own_reader(config: Settings) -> FactsReader:
+def _own_reader(config: KeelConfig) -> FactsReader:
     """A policy of ``config`` for a monitor used without a guard (``scan``, the demo, tests).
 
     Rooted at ``/`` so that every call's own ``cwd`` is honoured (a policy judges a command
@@ -169,7 +169,7 @@ def _own_reader(config: Settings) -> FactsReader:
     return reader
 
 
-def _scope_matcher(config: Settings) -> Callable[[str], bool]:
+def _scope_matcher(config: KeelConfig) -> Callable[[str], bool]:
     """``[scope]`` with the policy's glob semantics, for a monitor used without a guard."""
     from keel.policy import GlobSet
 

@@ -35,7 +35,7 @@ from keel.monitor.detectors.drift import plan_steps, set_plan
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from keel.core.settings import Settings
+    from keel.core.schema import KeelConfig
     from keel.monitor._context import FactsReader
 
 _DRAIN_CAP = 256
@@ -69,7 +69,7 @@ class Monitor:
 
     def __init__(
         self,
-        config: Settings,
+        config: KeelConfig,
         state: MonitorState | None = None,
         in_scope: Callable[[str], bool] | None = None,
         *,

@@ -27,7 +27,7 @@ from keel.monitor._state import Diagnostic
 from keel.monitor.formats import ScanFormat, read_run
 
 if TYPE_CHECKING:
-    from keel.core.settings import Settings
+    from keel.core.schema import KeelConfig
 
 FAIL_EXIT = 3
 """The exit code of ``keel monitor scan --fail-on LEVEL`` when a diagnostic reached LEVEL."""
@@ -105,7 +105,7 @@ def scan_file(
     path: Path,
     *,
     format: ScanFormat | Literal["auto"] = "auto",
-    config: Settings | None = None,
+    config: KeelConfig | None = None,
     session: str | None = None,
     workspace: Path | None = None,
 ) -> ScanReport:
@@ -122,7 +122,7 @@ def scan_file(
     from keel.policy import Policy
 
     if config is None:
-        from keel.config import KeelConfig
+        from keel.core.schema import KeelConfig
 
         config = KeelConfig()
     policy = Policy.from_config(config, workspace or find_root())

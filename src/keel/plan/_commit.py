@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from keel.config import KeelConfig
 from keel.core.calls import ToolCall
 from keel.core.decision import Decision
 from keel.core.patchtext import patch_paths
+from keel.core.schema import KeelConfig
 from keel.plan._actions import ActionSpec
 from keel.plan._report import ActionRecord
 from keel.plan._template import as_text

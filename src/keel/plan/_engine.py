@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from keel.config import KeelConfig
 from keel.core.decision import Decision
 from keel.core.events import (
     DataPayload,
@@ -38,6 +37,7 @@ from keel.core.events import (
     new_span_id,
     new_trace_id,
 )
+from keel.core.schema import KeelConfig
 from keel.plan._actions import ActionSpec, resolve_action
 from keel.plan._commit import Committer
 from keel.plan._conditions import evaluate

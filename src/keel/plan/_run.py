@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from keel.config import KeelConfig
 from keel.core.errors import PlanError
+from keel.core.schema import KeelConfig
 from keel.plan._engine import ActionPolicy, EventSink, PlanEngine, Prompt
 from keel.plan._report import PlanReport
 from keel.plan._runners import ProbeRunner, SandboxedRunner

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from keel.config import KeelConfig
 from keel.core.root import GIT_MARKER, STATE_DIR
+from keel.core.schema import KeelConfig
 from keel.models._client import ModelClient
 from keel.models._prompts import PromptTemplate, load_prompt
 from keel.models._spec import sampling_of

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any, Literal
 
-    from keel.core.settings import Settings
+    from keel.core.schema import KeelConfig
     from keel.policy._facts import CommandFacts
 
     PathOp = Literal["read", "write", "edit"]
@@ -45,7 +45,7 @@ class Policy:
     @classmethod
     def from_config(
         cls,
-        config: Settings,
+        config: KeelConfig,
         root: str | os.PathLike[str],
         *,
         source: str | None = None,

@@ -10,7 +10,7 @@ TYPE_CHECKING = False  # typing costs 3 ms to import on the hook path
 if TYPE_CHECKING:
     from typing import Any
 
-    from keel.core.settings import Settings
+    from keel.core.schema import KeelConfig
 
 DEFAULT_MAX_INPUT = 1_000_000
 
@@ -37,7 +37,7 @@ def default_snapshot(preset: str = "developer") -> dict[str, Any]:
     }
 
 
-def snapshot_from_config(config: Settings, source: str | None = None) -> dict[str, Any]:
+def snapshot_from_config(config: KeelConfig, source: str | None = None) -> dict[str, Any]:
     """The plain-data snapshot of a validated config."""
     p = config.policy
     constraints = tuple(

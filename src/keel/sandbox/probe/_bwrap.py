@@ -41,7 +41,7 @@ from keel.sandbox.probe._types import WORKSPACE_MOUNT, Mode, SandboxResult
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from keel.config import SandboxConfig
+    from keel.core.schema import SandboxConfig
 
 MIN_VERSION = (0, 8, 0)
 """``--disable-userns`` and ``--json-status-fd`` need 0.8."""

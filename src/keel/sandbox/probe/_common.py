@@ -19,7 +19,7 @@ from keel.sandbox.probe._python import can_reach
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from keel.config import SandboxConfig
+    from keel.core.schema import SandboxConfig
 
 BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

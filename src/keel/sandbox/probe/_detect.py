@@ -6,8 +6,8 @@ import sys
 from collections.abc import Callable
 from typing import Literal, assert_never
 
-from keel.config import SandboxConfig
 from keel.core.errors import SandboxError
+from keel.core.schema import SandboxConfig
 from keel.sandbox.os._seccomp import seccomp_blob
 from keel.sandbox.probe import _common, _landlock
 from keel.sandbox.probe._bwrap import SAFE_VERSION, BwrapSandbox, find_bwrap, probe_bwrap
@@ -27,7 +27,7 @@ SAFE_ORDER: tuple[BackendName, ...] = ("bwrap", "landlock")
 
 def detect(config: SandboxConfig | None = None, *, refresh: bool = False) -> SandboxReport:
     """Which backends work here (versions, and why the others do not); cached per process."""
-    config = config or SandboxConfig.model_validate({})
+    config = config or SandboxConfig()
     if refresh:
         _STATUS.clear()
         find_bwrap.cache_clear()
@@ -47,12 +47,12 @@ def _choose(config: SandboxConfig) -> BackendName | None:
     return next((name for name in wanted if _status(name, config).available), None)
 
 
-_STATUS: dict[tuple[BackendName, str], BackendStatus] = {}
+_STATUS: dict[tuple[BackendName, SandboxConfig], BackendStatus] = {}
 
 
 def _status(name: BackendName, config: SandboxConfig) -> BackendStatus:
     """One backend's status, probed once per process and config."""
-    key = (name, config.model_dump_json())
+    key = (name, config)
     found = _STATUS.get(key)
     if found is None:
         found = _STATUS[key] = _probe_status(name, config)
@@ -131,7 +131,7 @@ def get_sandbox(
     Raises:
         SandboxError: ``sandbox.unavailable`` when nothing safe works and ``unsafe`` is false.
     """
-    config = config or SandboxConfig.model_validate({})
+    config = config or SandboxConfig()
     requested = backend or config.backend
     name = select_backend(requested, lambda n: _status(n, config), unsafe=unsafe)
     return _build(name, config)

@@ -47,7 +47,7 @@ from keel.sandbox.probe._types import BackendStatus, Mode, SandboxResult
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from keel.config import SandboxConfig
+    from keel.core.schema import SandboxConfig
 
 
 class LandlockSandbox:

@@ -14,8 +14,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from keel.config import SandboxConfig
 from keel.core.errors import SandboxError
+from keel.core.schema import SandboxConfig
 from keel.sandbox.os._process import Spawn, Stdin, run_process
 from keel.sandbox.probe import _common
 from keel.sandbox.probe._types import Mode, SandboxResult
