@@ -203,3 +203,41 @@ def test_plan_run_shows_progress_on_a_terminal(repo: Path) -> None:
     )
     assert json.loads(ran.out)["state"] == "completed", ran.err
     assert "running plan plan.json" in ran.err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["policy", "check", "--json", "--", "rm", "-rf", "/"],
+        ["exec", "--", "sh", "-c", "echo contained; exit 7"],
+    ],
+    ids=["policy-check", "exec"],
+)
+def test_one_shot_commands_flush_everything_before_their_fast_exit(
+    workdir: Path, argv: list[str]
+) -> None:
+    """``keel policy check`` and ``keel exec`` end without the interpreter's teardown: every
+    byte is still written, the exit code is the command's, and a closed pipe is no crash."""
+    env = keel_env()
+    done = subprocess.run([KEEL, *argv], cwd=workdir, env=env, capture_output=True, check=False)
+    if argv[0] == "policy":
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["decision"] == "deny"
+    else:
+        assert (done.returncode, done.stdout) == (7, b"contained\n"), done.stderr
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # a reader that went away: every write fails with EPIPE
+    try:
+        closed = subprocess.run(
+            [KEEL, *argv],
+            cwd=workdir,
+            env=env,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    # the reader is gone: a one-line error or the command's own SIGPIPE, never a traceback
+    assert closed.returncode != 0 and b"Traceback" not in closed.stderr

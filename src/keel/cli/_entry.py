@@ -88,6 +88,10 @@ def _fast_policy_check(args: list[str]) -> int | None:
         workspace, args = args[0].partition("=")[2], args[1:]
     if args[:2] != ["policy", "check"]:
         return None
+    # A one-shot process: the cyclic collector would only walk what the imports create.
+    import gc
+
+    gc.disable()
     from keel.cli.policy_fast import check_main
 
     return check_main(args[2:], workspace)
@@ -109,7 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] == ["exec"]:
         from keel.cli.exec import main as exec_main
 
-        return exec_main(args[1:])
+        code = exec_main(args[1:])
+        if argv is None:
+            from keel.core.isolated import exit_now
+
+            exit_now(code)
+        return code
     if args[:1] == ["wrap"]:
         from keel.cli.wrap import main as wrap_main
 
@@ -119,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         return _report(exc)
     if fast is not None:
+        if argv is None:
+            from keel.core.isolated import exit_now
+
+            exit_now(fast)
         return fast
     from keel.cli.main import app
 

@@ -34,6 +34,7 @@ from keel.core.root import state_path
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import NoReturn
 
 LAUNCHER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_launch.py")
 """The launcher script, by absolute path."""
@@ -60,7 +61,9 @@ def main(argv: "list[str]") -> int:
         sys.path.extend(p for p in _venv_site_packages() if p not in sys.path)
     else:
         _load_site()
-    if entry in ("hookd", "wrap-decide", "exec"):
+    if entry == "exec":
+        exit_now(_entry_main(entry)(argv[1:]))
+    if entry in ("hookd", "wrap-decide"):
         return _entry_main(entry)(argv[1:])
     return _entry_main("cli")(argv)
 
@@ -74,6 +77,20 @@ ENTRIES = {
 }
 """Each entry's module (its ``main``), by name: the core starts them, it does not import them
 (the layers above it import the core, never the other way), like a console script's entry point."""
+
+
+def exit_now(code: int) -> "NoReturn":
+    """End a one-shot process without the interpreter's teardown (1-2 ms), output flushed.
+
+    For ``keel exec`` and ``keel policy check`` run as a process: when their ``main`` returns,
+    nothing is left to finalize (the journal is committed, the contained command reaped), and
+    a failed flush (a closed pipe) still exits with ``code``.
+    """
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
 
 
 def _entry_main(entry: str) -> "Callable[[list[str]], int]":

@@ -8,7 +8,6 @@ from keel.core.calls import ToolCall
 from keel.core.decision import Decision
 from keel.core.patchtext import patch_paths
 from keel.policy._core import Engine
-from keel.policy._judge_search import judge_read
 from keel.policy._ruling import NO_VERDICT, Ruling, with_suggestion, worst
 from keel.policy._snapshot import default_snapshot, snapshot_from_config
 
@@ -142,6 +141,9 @@ class Policy:
             case "exec":
                 return engine.check_line(call.command or "", call.cwd)
             case "read":  # paths, the globs that select files, and what a search would read
+                # imported here: a command (the common call) never needs the search judge
+                from keel.policy._judge_search import judge_read
+
                 return judge_read(engine, call)
             case "write" | "edit":
                 paths = [*call.paths, *patch_paths(call.patch or "")]
