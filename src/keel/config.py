@@ -155,7 +155,11 @@ def _first_error(exc: ValidationError) -> tuple[str, str]:
 
 
 def parse_config(text: str, file: str = CONFIG_NAME) -> KeelConfig:
-    """Parse and validate keel.toml text; a ``ConfigError`` names file, line and key."""
+    """Parse and validate keel.toml text; a ``ConfigError`` names file, line and key.
+
+    A file that sets nothing is an error (``config.empty``), not the defaults: an emptied
+    keel.toml is most often a truncated save of a stricter one.
+    """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -163,6 +167,14 @@ def parse_config(text: str, file: str = CONFIG_NAME) -> KeelConfig:
         raise ConfigError(
             f"not valid TOML: {exc}", file=file, line=line, code="config.toml"
         ) from exc
+    if not data:
+        raise ConfigError(
+            "sets nothing (empty, or only comments): a truncated save would silently widen the "
+            "policy to the developer defaults, so keel refuses it; restore the file, write "
+            "[policy] preset = \"developer\" to mean the defaults, or delete it",
+            file=file,
+            code="config.empty",
+        )
     try:
         return KeelConfig.trusted(validate_data(KeelConfig, data))
     except ValidationError as exc:

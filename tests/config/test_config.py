@@ -10,7 +10,7 @@ from keel.init import init_workspace, render_config
 
 
 def test_defaults_validate() -> None:
-    config = parse_config("")
+    config = parse_config('[policy]\npreset = "developer"\n')
     assert config == KeelConfig()
     assert config.policy.preset == "developer"
     assert config.limits.plan_max_steps == 10 and config.limits.plan_max_depth == 3
