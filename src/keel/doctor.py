@@ -315,6 +315,8 @@ def _client_checks(root: Path, agent: str, quick: bool, env: dict[str, str]) -> 
         checks.extend(_codex_checks(root, env))
     if agent == "claude":
         checks.extend(_claude_settings_checks(root, env))
+    if agent == "gemini":
+        checks.extend(_gemini_settings_checks(root, env))
     if quick:
         return checks
     if _runs_isolated(command):
@@ -524,9 +526,77 @@ def _claude_settings_checks(root: Path, env: dict[str, str]) -> list[Check]:
     return []
 
 
+def _gemini_settings_files(root: Path, env: dict[str, str]) -> list[Path]:
+    """Gemini CLI's settings files in the order it merges them (a later boolean wins).
+
+    System defaults, the user's, the project's, then the system's own settings, where Gemini
+    CLI 0.x looks for them (``GEMINI_CLI_SYSTEM_SETTINGS_PATH``,
+    ``GEMINI_CLI_SYSTEM_DEFAULTS_PATH`` and ``GEMINI_CLI_HOME`` move them).
+    """
+    system = Path(env.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH") or "/etc/gemini-cli/settings.json")
+    defaults = env.get("GEMINI_CLI_SYSTEM_DEFAULTS_PATH")
+    home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME") or os.path.expanduser("~"))
+    return [
+        Path(defaults) if defaults else system.parent / "system-defaults.json",
+        home / ".gemini" / "settings.json",
+        root / ".gemini" / "settings.json",
+        system,
+    ]
+
+
+def _gemini_settings_checks(root: Path, env: dict[str, str]) -> list[Check]:
+    """Fail when Gemini CLI's settings switch hooks off, or keel's hook by its name."""
+    enabled: tuple[bool, Path] | None = None
+    disabled: list[tuple[str, Path]] = []
+    for path in _gemini_settings_files(root, env):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        config = data.get("hooksConfig") if isinstance(data, dict) else None
+        if not isinstance(config, dict):
+            continue
+        if isinstance(config.get("enabled"), bool):
+            enabled = (config["enabled"], path)
+        names = config.get("disabled")
+        disabled += (
+            [(n, path) for n in names if isinstance(n, str)] if isinstance(names, list) else []
+        )
+    if enabled is not None and not enabled[0]:
+        where = enabled[1]
+        return [
+            Check(
+                "settings",
+                "fail",
+                f"{where} sets hooksConfig.enabled to false: Gemini CLI runs no hooks",
+                f"remove hooksConfig.enabled from {where}",
+            )
+        ]
+    for name, where in disabled:
+        if name in _gemini_hook_names(root):
+            return [
+                Check(
+                    "settings",
+                    "fail",
+                    f"{where} lists {name!r} in hooksConfig.disabled: Gemini CLI skips keel's hook",
+                    f"remove {name!r} from hooksConfig.disabled in {where}",
+                )
+            ]
+    return []
+
+
+def _gemini_hook_names(root: Path) -> set[str]:
+    """The names Gemini CLI knows keel's hooks by: a hook's ``name``, else its command."""
+    from keel.hook.install import registered_hook_names
+
+    return registered_hook_names(root, "gemini")
+
+
 def _probe(root: Path, agent: str, command: str, env: dict[str, str]) -> Check:
     """Run the registered command as the client would, with a dangerous call; blocked?"""
-    session = f"keel-doctor-{os.urandom(4).hex()}"
+    from keel.core.events import PROBE_SESSION_PREFIX
+
+    session = f"{PROBE_SESSION_PREFIX}{os.urandom(4).hex()}"
     event = PRE_TOOL[agent]
     payload: dict[str, Any] = {
         "session_id": session,

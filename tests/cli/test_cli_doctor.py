@@ -124,3 +124,68 @@ def test_codex_is_not_guarded_until_the_project_is_trusted(project: Path, tmp_pa
     assert rc == 0, report
     assert checks(report, "codex")["review"] == "warn"  # codex exec needs the bypass flag
     assert "codex guarded" in keel("status", cwd=project, env=env).stdout
+
+
+def _gemini_settings(path: Path, hooks_config: dict) -> None:
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data["hooksConfig"] = hooks_config
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+def test_gemini_hooks_switched_off_in_its_settings_are_not_guarded(
+    project: Path, tmp_path: Path
+) -> None:
+    """Gemini CLI merges system defaults, user, project, then system settings (a later
+    ``hooksConfig.enabled`` wins; ``disabled`` names are a union): doctor reads them the same."""
+    keel("init", "--agent", "gemini", cwd=project)
+    home = tmp_path / "home"
+    system = tmp_path / "etc" / "settings.json"
+    env = {"HOME": str(home), "GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(system)}
+    project_file = project / ".gemini" / "settings.json"
+    user_file = home / ".gemini" / "settings.json"
+
+    _gemini_settings(project_file, {"enabled": False})
+    rc, report = doctor_json(project, "--agent", "gemini", **env)
+    assert rc == 1 and checks(report, "gemini")["settings"] == "fail"
+    assert "hooksConfig.enabled" in json.dumps(report)
+
+    _gemini_settings(project_file, {})
+    _gemini_settings(user_file, {"enabled": False})  # the user's switch, the project silent
+    rc, report = doctor_json(project, "--agent", "gemini", **env)
+    assert rc == 1 and checks(report, "gemini")["settings"] == "fail"
+
+    _gemini_settings(project_file, {"enabled": True})  # the project's wins over the user's
+    rc, report = doctor_json(project, "--agent", "gemini", **env)
+    assert rc == 0 and "settings" not in checks(report, "gemini"), report
+
+    _gemini_settings(system, {"enabled": False})  # system settings win over everything
+    rc, report = doctor_json(project, "--agent", "gemini", **env)
+    assert rc == 1 and checks(report, "gemini")["settings"] == "fail"
+    system.unlink()
+
+    _gemini_settings(user_file, {"disabled": ["keel"]})  # keel's hooks by their name
+    rc, report = doctor_json(project, "--agent", "gemini", **env)
+    assert rc == 1 and checks(report, "gemini")["settings"] == "fail"
+    assert "hooksConfig.disabled" in json.dumps(report)
+    _gemini_settings(user_file, {"disabled": ["someone-else"]})
+    rc, report = doctor_json(project, "--agent", "gemini", **env)
+    assert rc == 0, report
+
+
+def test_doctors_probe_session_stays_out_of_monitor_scans(project: Path) -> None:
+    keel("init", "--agent", "claude", cwd=project)
+    rc, report = doctor_json(project)
+    assert rc == 0, report  # the probe journaled a synthetic `rm -rf /`, denied
+    journal = project / ".keel" / "journal.db"
+    scan = keel("monitor", "scan", str(journal), "--fail-on", "hint", "--json", cwd=project)
+    assert scan.returncode == 0, scan.stdout + scan.stderr
+    assert json.loads(scan.stdout)["runs"] == []
+    sessions = keel("log", "--json", cwd=project)
+    (probe,) = [
+        s["session_id"]
+        for s in json.loads(sessions.stdout)["sessions"]
+        if s["session_id"].startswith("keel-doctor-")
+    ]
+    named = keel("monitor", "scan", str(journal), "--session", probe, "--json", cwd=project)
+    assert named.returncode == 0 and len(json.loads(named.stdout)["runs"]) == 1

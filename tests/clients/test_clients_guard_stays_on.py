@@ -14,6 +14,7 @@ Both are checked by effect: the marker file the call would write is not there.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -72,6 +73,31 @@ def test_codex_doctor_fails_until_trust_then_the_outside_write_is_blocked(base: 
     run = run_client("codex", project, [write_outside], install=False, codex_trusted=False)
     assert not marker.exists(), run.diagnose()
     assert "keel" in run.told_model, run.diagnose()
+
+
+def test_gemini_with_hooks_switched_off_is_not_guarded_and_doctor_says_so(base: Path) -> None:
+    project = new_project(base, KEEL_TOML)
+    precious = base / "precious"
+    precious.mkdir()
+    marker = precious / "data.txt"
+    write_outside = _shell("gemini", f"echo pwned > {marker}")
+    assert keel("init", "--agent", "gemini", cwd=project).returncode == 0
+    settings = project / SETTINGS["gemini"]
+    registered = json.loads(settings.read_text())
+    settings.write_text(json.dumps({**registered, "hooksConfig": {"enabled": False}}))
+
+    doctor = keel("doctor", "--agent", "gemini", cwd=project, hookd=True)
+    assert doctor.returncode == 1 and "hooksConfig.enabled" in doctor.stdout, doctor.stdout
+    # what doctor reports is real: with the switch off, Gemini CLI runs no hook at all
+    run = run_client("gemini", project, [write_outside], install=False)
+    assert marker.read_text() == "pwned\n", run.diagnose()
+    marker.unlink()
+
+    settings.write_text(json.dumps(registered))
+    doctor = keel("doctor", "--agent", "gemini", cwd=project, hookd=True)
+    assert doctor.returncode == 0, doctor.stdout
+    run = run_client("gemini", project, [write_outside], install=False)
+    assert not marker.exists(), run.diagnose()
 
 
 def _venv_with_keel(path: Path) -> Path:

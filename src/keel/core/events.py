@@ -193,6 +193,16 @@ def payload_type(kind: str) -> type[Any]:
     return PAYLOAD_TYPES.get(kind, DataPayload)
 
 
+PROBE_SESSION_PREFIX = "keel-doctor-"
+"""Sessions whose id starts so are ``keel doctor``'s end-to-end probes (a synthetic ``rm -rf /``):
+journaled like any call, kept out of ``keel monitor scan``."""
+
+
+def is_probe_session(session_id: str) -> bool:
+    """True for a session of ``keel doctor``'s probe (``PROBE_SESSION_PREFIX``)."""
+    return session_id.startswith(PROBE_SESSION_PREFIX)
+
+
 def new_trace_id() -> str:
     """A random 32-hex OpenTelemetry trace id."""
     return os.urandom(16).hex()

@@ -306,6 +306,24 @@ def registered_hooks(root: Path, agent: str) -> list[tuple[Path, str, str]]:
     return found
 
 
+def registered_hook_names(root: Path, agent: str) -> set[str]:
+    """What ``agent`` calls keel's registered hooks: each one's ``name``, else its command.
+
+    Gemini CLI matches ``hooksConfig.disabled`` against these.
+    """
+    names: set[str] = set()
+    for path, _, command in registered_hooks(root, agent):
+        hooks = _load(path).get("hooks")
+        for groups in hooks.values() if isinstance(hooks, dict) else ():
+            for group in groups if isinstance(groups, list) else []:
+                inner = group.get("hooks") if isinstance(group, dict) else None
+                for hook in inner if isinstance(inner, list) else []:
+                    if isinstance(hook, dict) and hook.get("command") == command:
+                        name = hook.get("name")
+                        names.add(name if isinstance(name, str) and name else command)
+    return names
+
+
 def _agent(agent: str) -> Agent:
     if agent not in AGENTS:
         raise UsageError(
