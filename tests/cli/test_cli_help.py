@@ -63,6 +63,7 @@ def test_every_command_has_help(
     code, out = _help([*path, flag], capsys)
     assert code == 0, out
     assert "usage: keel" in out.lower().replace("\n", " "), out
+    assert "<bool>" not in out  # a flag takes no value: no placeholder after it
 
 
 @pytest.mark.parametrize("path", LEAVES, ids=" ".join)

@@ -6,9 +6,10 @@ import inspect
 import re
 from importlib import import_module
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from keel import __version__
 from keel.cli._common import HELP_OPTIONS, escape_markup, examples
@@ -91,20 +92,53 @@ def help_text(doc: str) -> str:
     return "\n\n".join(paragraphs)
 
 
+def _flags_bare(params: list[Any]) -> list[Any]:
+    """``params`` with each flag (``--json``, ``--help``) given an empty metavar.
+
+    typer's rich help prints ``<bool>`` after a flag otherwise. (typer ships its own click
+    classes: no isinstance against click's.)
+    """
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class _Command(TyperCommand):
+    """A command whose flags show no ``<bool>`` placeholder in the help page."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        """The parameters, flags without a placeholder."""
+        return _flags_bare(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    """A group (``keel``, ``keel policy``...) whose flags show no ``<bool>`` placeholder."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        """The parameters, flags without a placeholder."""
+        return _flags_bare(super().get_params(ctx))
+
+
 def _polish(typer_app: typer.Typer) -> None:
     """Set every command's help from its docstring through ``help_text``, in every group.
 
-    A help given explicitly (``app.command(help=...)``) is left as written.
+    A help given explicitly (``app.command(help=...)``) is left as written. Every command gets
+    the help page of ``_Command`` (no ``<bool>`` after a flag) unless it names its own class.
     """
     for info in typer_app.registered_commands:
         doc = inspect.getdoc(info.callback) if info.help is None else None
         if doc:
             info.help = help_text(doc)
+        if info.cls in (None, TyperCommand):  # typer's default, set by app.command()
+            info.cls = _Command
     for group in typer_app.registered_groups:
         if group.typer_instance is not None:
+            group.typer_instance.info.cls = _Group  # typer's default is a placeholder
             _polish(group.typer_instance)
 
 
+app.info.cls = _Group
 for _name in COMMAND_MODULES:
     import_module(f"keel.cli.{_name}").register(app)
 _polish(app)

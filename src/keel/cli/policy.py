@@ -70,18 +70,21 @@ def check(
     url: Annotated[str | None, typer.Option("--url", help="Judge fetching this URL.")] = None,
     workspace: WorkspaceOpt = None,
     contained: Annotated[
-        bool,
+        bool | None,
         typer.Option(
             "--contained/--uncontained",
             help="Judge as when allowed shell commands run inside `keel exec` (--contained), "
-            "or as the text policy alone, with no sandbox behind it (--uncontained, the default).",
+            "or as the text policy alone, with no sandbox behind it (--uncontained); default: "
+            "as this workspace's hooks judge.",
+            show_default=False,
         ),
-    ] = False,
+    ] = None,
 ) -> None:
     """Print the decision (allow, ask or deny) with its rule, reason and suggestion.
 
-    By default the text policy is judged alone (--uncontained), as the hooks judge where no
-    sandbox contains what they allow. Exit 0 whatever the decision; 2 for bad usage or an
+    By default the call is judged as this workspace's hooks judge it: contained when they
+    contain what they allow (a working sandbox, [sandbox] contain), else by the text policy
+    alone. Exit 0 whatever the decision; 2 for bad usage or an
     invalid config.
 
     --json prints {"decision", "rule", "reason", "suggestion"}.

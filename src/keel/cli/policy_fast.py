@@ -5,10 +5,10 @@ anything it does not understand (``--help``, an unknown option), which the calle
 the typer application instead. The typer command calls ``run_check`` too, so both paths
 print the same thing.
 
-``--uncontained`` (the default) judges as the text policy alone, the way the hooks judge when
-no sandbox contains what they allow; ``--contained`` judges as they do when every allowed
-shell command runs inside ``keel exec`` (fewer questions about running project code,
-installs, local git work and reads outside the workspace).
+By default a command is judged as the hooks judge it here: contained when they contain what
+they allow (``[sandbox] contain`` and a working sandbox: fewer questions about running project
+code, installs, local git work and reads outside the workspace), else by the text policy
+alone. ``--contained`` and ``--uncontained`` pick one of the two regardless.
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ class CheckRequest(Frozen):
     config: str | None
     """A keel.toml to use instead of the workspace's."""
     workspace: str | None
-    contained: bool
-    """Judge as if the command ran inside ``keel exec`` (default: the text policy alone)."""
+    contained: bool | None
+    """Judge as if the command ran inside ``keel exec`` (True), as the text policy alone
+    (False), or as the workspace's hooks do (None, the default)."""
 
     def __init__(
         self,
@@ -51,7 +52,7 @@ class CheckRequest(Frozen):
         preset: str | None = None,
         config: str | None = None,
         workspace: str | None = None,
-        contained: bool = False,
+        contained: bool | None = None,
     ) -> None:
         self._init(
             kind=kind,
@@ -71,7 +72,7 @@ def parse_check_args(args: list[str], workspace: str | None = None) -> CheckRequ
         "preset": None,
         "config": None,
         "workspace": workspace,
-        "contained": False,
+        "contained": None,
     }
     targets: dict[str, str] = {}
     words: list[str] = []
@@ -202,7 +203,12 @@ def _guard(request: CheckRequest) -> Guard:
         raise UsageError(f"workspace {request.workspace!r} {what}", code="usage.workspace")
     config = config_view(root, request.preset, config_file=request.config)
     source = config_source(root, request.config)
-    policy = Policy.from_config(config, root, source=source, contained=request.contained)
+    contained = request.contained
+    if contained is None:  # as the hooks of this workspace would judge it
+        from keel.guard import containment
+
+        contained = containment(config)[0]
+    policy = Policy.from_config(config, root, source=source, contained=contained)
     return Guard(root, config, policy, "policy-check", "keel")
 
 

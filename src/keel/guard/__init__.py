@@ -691,7 +691,7 @@ def containment(config: KeelConfig) -> tuple[bool, str]:
     mode = config.sandbox.contain
     if mode == "off":
         return False, '[sandbox] contain = "off"'
-    from keel.sandbox.exec.contain import exec_backend
+    from keel.sandbox.exec import exec_backend
 
     backend, reason = exec_backend(config.sandbox.backend)
     return (backend is not None), reason

@@ -17,6 +17,7 @@ import os
 import sys
 
 from keel.core.frozen import Frozen
+from keel.sandbox.exec import exec_backend as exec_backend
 from keel.sandbox.exec._context import (
     EXIT_NOT_FOUND,
     EXIT_QUARANTINED,
@@ -162,12 +163,3 @@ def kill_contained(root: str | os.PathLike[str]) -> int:
     return _kill_contained(os.fspath(root))
 
 
-def exec_backend(
-    requested: str = "auto", *, refresh: bool = False, state_dir: str | None = None
-) -> tuple[str | None, str]:
-    """``(backend, reason)`` that ``keel exec`` uses here for ``requested``; ``None`` if none."""
-    from keel.core.userstate import user_state_dir
-    from keel.sandbox.exec._select import choose
-
-    choice = choose(requested, state_dir or user_state_dir(), refresh=refresh)
-    return choice.name, choice.reason
