@@ -133,6 +133,28 @@ def test_run_completed_needs_input_and_answers(workdir: Path) -> None:
     assert (workdir / ".keel" / "journal.db").exists()
 
 
+def test_questions_are_answered_on_the_command_line(workdir: Path) -> None:
+    sandbox()
+    csv_repo(workdir)
+    plan = write_plan(workdir / "csv.json", example("csv_report_plan"))
+    answers = workdir / "answers.json"
+    answers.write_text(json.dumps({"column": "nope"}), encoding="utf-8")
+    done = invoke(
+        "plan", "run", plan, "--answers", str(answers), "--answer", "column=营收",
+        "-w", str(workdir),
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output  # --answer wins over the file
+    assert (workdir / "report.txt").read_text(encoding="utf-8") == "营收 总和：400\n"
+    bad = invoke("plan", "run", plan, "--answer", "column", "--json", "-w", str(workdir))
+    assert bad.exit_code == 2 and "VAR=VALUE" in bad.output
+    from keel.cli.plan import _answer_words
+
+    words = ["n=3", "ok=true", "none=null", "xs=[1, 2]", "text=a b", "eq=a=b", "empty="]
+    assert _answer_words(words) == {
+        "n": 3, "ok": True, "none": None, "xs": [1, 2], "text": "a b", "eq": "a=b", "empty": "",
+    }  # fmt: skip
+
+
 def test_run_failure_and_bad_input(workdir: Path) -> None:
     sandbox()
     (workdir / "config.yaml").write_text("database: [oops\n")

@@ -50,6 +50,7 @@ def register(app: typer.Typer) -> None:
         epilog=examples(
             "keel plan run plan.json                # in the current workspace",
             "keel plan run plan.json --answers answers.json --json",
+            "keel plan run plan.json --answer target=staging --answer replicas=3",
         ),
     )(run)
     sub.command("functions", epilog=examples("keel plan functions", "keel plan functions --json"))(
@@ -139,6 +140,15 @@ def run(
     answers: Annotated[
         Path | None, typer.Option("--answers", help="JSON object: variable -> answer.")
     ] = None,
+    answer: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--answer",
+            metavar="VAR=VALUE",
+            help="Answer one question (repeat; wins over --answers). VALUE is read as JSON "
+            "when it is JSON (3, true, null, [1,2]), else as text.",
+        ),
+    ] = None,
     workspace: WorkspaceOpt = None,
     unsafe_no_sandbox: Annotated[
         bool,
@@ -162,7 +172,7 @@ def run(
         root = workspace_root(ctx, workspace)
         config = config_for(root)
         data = read_plan_file(file)
-        given = _answers(answers)
+        given = {**_answers(answers), **_answer_words(answer or [])}
     except KeelError as exc:
         fail(UsageError(exc.message, code=exc.code), as_json=as_json)
     try:
@@ -233,6 +243,20 @@ def _answers(path: Path | None) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise UsageError("answers must be a JSON object: variable -> value", code="usage.answers")
     return data
+
+
+def _answer_words(words: list[str]) -> dict[str, Any]:
+    """``--answer VAR=VALUE`` options as answers: VALUE as JSON when it parses, else text."""
+    found: dict[str, Any] = {}
+    for word in words:
+        name, eq, value = word.partition("=")
+        if not eq or not name.strip():
+            raise UsageError(f"--answer takes VAR=VALUE, not {word!r}", code="usage.answers")
+        try:
+            found[name.strip()] = json.loads(value)
+        except ValueError:
+            found[name.strip()] = value
+    return found
 
 
 def _journal(root: Path) -> Any:

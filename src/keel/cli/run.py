@@ -36,6 +36,7 @@ def register(app: typer.Typer) -> None:
             'keel run "the report must sum the revenue column" --model openai:gpt-4.1-mini',
             'keel run "run the tests"',
             "keel run --resume run-1a2b3c --answer 'use the net column'",
+            "keel run --list-tools --json        # the tools and their argument schemas",
         ),
     )(run)
 
@@ -62,6 +63,14 @@ def run(
     answer: Annotated[
         str | None, typer.Option("--answer", help="With --resume: the answer to its question.")
     ] = None,
+    list_tools: Annotated[
+        bool,
+        typer.Option(
+            "--list-tools",
+            help="Print the tools the model is offered, with their argument "
+            "schemas (JSON Schema), and exit.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
     workspace: WorkspaceOpt = None,
 ) -> None:
@@ -73,6 +82,9 @@ def run(
     """
     from keel.agent import RunOptions, answer_by_rule, resume_run, start_run
 
+    if list_tools:
+        _list_tools(as_json)
+        return
     try:
         root = workspace_root(ctx, workspace)
         _check(task, resume, answer)
@@ -93,6 +105,20 @@ def run(
     except KeelError as exc:
         fail(exc, as_json=as_json, exit_code=1)
     _report(result, as_json)
+
+
+def _list_tools(as_json: bool) -> None:
+    """The tools ``keel run`` offers the model: ``{"tools": [{name, description, parameters}]}``."""
+    from keel.agent import TOOLS
+
+    if as_json:
+        print_json({"tools": [tool.to_dict() for tool in TOOLS]})
+        return
+    for tool in TOOLS:
+        fields = tool.parameters.get("properties", {})
+        required = set(tool.parameters.get("required", ()))
+        args = ", ".join(f"{n}{'' if n in required else '?'}" for n in fields)
+        typer.echo(f"{tool.name}({args})\n    {tool.description}")
 
 
 def _check(task: str | None, resume: str | None, answer: str | None) -> None:

@@ -36,6 +36,8 @@ from keel.models._types import (
 )
 
 Step = str | Mapping[str, Any]
+STEP_KEYS = ("content", "json", "tool_calls", "finish_reason", "usage", "error")
+"""The keys a script step object may have (README: "The script: model")."""
 
 
 class ScriptedModel:
@@ -115,7 +117,7 @@ class ScriptedModel:
 def _check_step(step: Any, index: int) -> Step:
     if isinstance(step, str):
         return step
-    known = {"content", "json", "tool_calls", "finish_reason", "usage", "error"}
+    known = set(STEP_KEYS)
     if not isinstance(step, Mapping) or set(step) - known:
         raise ModelError(
             f"script step {index + 1} must be text or an object with {sorted(known)}",
