@@ -4,11 +4,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check bench setup clean mutate
+.PHONY: demo test test-quick check bench setup clean mutate
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	# The distribution was called keel before it was keel-guard: a .venv made then still holds it.
+	$(BIN)/python -m pip uninstall -q -y keel 2>/dev/null || true
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	# keel never needs setuptools (hatchling builds in isolation), and its distutils .pth
 	# costs every keel process ~0.4 ms of the hook and policy-check budgets.
@@ -22,6 +24,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -q $(PYTEST_ARGS)
+
+# The fast part of the suite: no test marked slow, no real agent client, no embedded model.
+test-quick: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -q -m 'not slow and not clients and not local_model' $(PYTEST_ARGS)
 
 check: $(STAMP)
 	$(BIN)/ruff check src tests bench

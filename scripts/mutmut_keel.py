@@ -23,6 +23,7 @@ two ``gc.collect()`` calls at exit (~0.1 s a mutant) only walk what the mutant's
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import json
@@ -30,6 +31,7 @@ import os
 import resource
 import shutil
 import signal
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -37,17 +39,28 @@ from pathlib import Path
 
 import mutmut_lines
 import pytest
+from mutmut_session import UNMUTATED_FAILURES
 
 _PHASES = frozenset({"stats", "list_all_tests", "mutant_generation"})
 
 # Module prefix -> the tests aimed at it, in the order they should run.
 AREAS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("keel.policy.", ("tests/policy/", "tests/guard/test_guard", "tests/hook/")),
-    ("keel.guard", ("tests/guard/test_guard", "tests/policy/test_symlinked_paths.py",
-                    "tests/policy/test_workspace_deletes.py", "tests/hook/")),
+    (
+        "keel.guard",
+        (
+            "tests/guard/test_guard",
+            "tests/policy/test_symlinked_paths.py",
+            "tests/policy/test_workspace_deletes.py",
+            "tests/hook/",
+        ),
+    ),
     ("keel.hook.", ("tests/hook/", "tests/guard/test_guard")),
     ("keel.journal.", ("tests/journal/", "tests/guard/test_guard", "tests/hook/")),
-    ("keel.workspace.", ("tests/workspace/", "tests/core/test_patchtext.py", "tests/guard/test_guard")),
+    (
+        "keel.workspace.",
+        ("tests/workspace/", "tests/core/test_patchtext.py", "tests/guard/test_guard"),
+    ),
     ("keel.plan.", ("tests/plan/",)),
     ("keel.sandbox.", ("tests/sandbox/", "tests/guard/test_guard_contain.py", "tests/plan/")),
 )
@@ -214,8 +227,34 @@ def killers(mutant: str) -> list[str]:
     return mine + [t for t in load_seed().get(function, []) if t not in found]
 
 
+# A test that fails in one of mutmut's runs without a mutant (the coverage pass, the stats run)
+# is noted in ``UNMUTATED_FAILURES`` (``mutmut_session``), which ``make mutate`` prints.
+_phase: list[str] = []  # the bookkeeping phase this pytest run serves, if any
+
+
+def failure_reason(report: pytest.TestReport) -> str:
+    """A failed report's reason on one line: the exception's message (``--tb=no`` keeps it)."""
+    longrepr = report.longrepr
+    crash = getattr(longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(longrepr or "")
+    reason = " ".join(line.strip() for line in text.splitlines() if line.strip()) or "failed"
+    return reason if len(reason) <= 300 else reason[:297] + "..."
+
+
+def note_unmutated_failure(report: pytest.TestReport) -> None:
+    """Add a test that failed in a run without a mutant to ``UNMUTATED_FAILURES``."""
+    line = f"{_phase[0]}\t{report.nodeid}\t{report.when}\t{failure_reason(report)}\n"
+    fd = os.open(UNMUTATED_FAILURES, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode("utf-8", "replace"))
+    finally:
+        os.close(fd)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Note the test that killed this run's mutant (``KILLS``)."""
+    """Note the test that killed this run's mutant (``KILLS``), or one that failed without one."""
+    if report.failed and _phase and not _mutant:
+        note_unmutated_failure(report)
     if not report.failed or len(_mutant) != 1:
         return
     line = f"{function_of(_mutant[0])}\t{report.nodeid}\n".encode()
@@ -310,19 +349,66 @@ def restore_links(original: Path, copy: Path) -> int:
     return restored
 
 
+def mirror_mutmut() -> Path | None:
+    """Put mutmut in the probe sandbox's copy of keel, when the sandbox is given a copy.
+
+    keel's probe sandbox runs keel's Python as the sandbox uid. A checkout that uid cannot
+    reach (a clone under a 0700 directory: a home directory, ``mktemp -d``) is given to it as
+    a copy of keel's package and PyYAML (``keel.sandbox.probe._python.mirror_import_roots``),
+    and the mutated modules import mutmut (their trampolines): every sandboxed probe failed
+    with "No module named 'mutmut'", and with it mutmut's stats run, while the same clone in
+    a 0755 directory passed. Gives the copy that gets mutmut (its dist-info too: mutmut reads
+    its version on import), or None when the sandbox reads the checkout itself.
+    """
+    import mutmut
+
+    from keel.core.schema import SandboxConfig
+    from keel.sandbox.probe._common import identity
+    from keel.sandbox.probe._python import MIRROR_BASE, python_layout
+
+    ident = identity(SandboxConfig())
+    layout = python_layout(ident.uid, ident.gid)
+    if isinstance(layout, str) or not layout.pythonpath[0].startswith(MIRROR_BASE + "/"):
+        return None
+    mirror = Path(layout.pythonpath[0])
+    package = Path(mutmut.__file__).resolve().parent
+    if (mirror / package.name).is_dir():
+        return mirror
+    staging = Path(tempfile.mkdtemp(dir=mirror, prefix=".staging-mutmut-"))
+    try:
+        # the package last: a process that finds it finds the dist-info too
+        for source in [*package.parent.glob("mutmut-*.dist-info"), package]:
+            shutil.copytree(source, staging / source.name, ignore=_NO_BYTECODE)
+            for path in [staging / source.name, *(staging / source.name).rglob("*")]:
+                os.chmod(path, 0o755 if path.is_dir() else 0o644)
+            with contextlib.suppress(OSError):  # another process put it there first
+                os.rename(staging / source.name, mirror / source.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return mirror
+
+
+_NO_BYTECODE = shutil.ignore_patterns("__pycache__", "*.pyc")
+
+
 def pytest_configure(config: object) -> None:
     """Hide mutmut's bookkeeping phases from the subprocesses; repair the copied links.
 
     Loads the durations and the line map here, so the forkserver's forks inherit them, and
     Hypothesis: its pytest plugin imports it for the terminal summary at the end of every
     session (~0.2 s of a mutant's run, profiled), though the mutants' tests do not use it.
+    In ``mutants/``, the probe sandbox's copy of keel gets mutmut (``mirror_mutmut``).
     """
     durations()
     load_seed()
     mutmut_lines.tests_for("")
     importlib.import_module("hypothesis")
-    if os.environ.get("MUTANT_UNDER_TEST") in _PHASES:
+    phase = os.environ.get("MUTANT_UNDER_TEST", "")
+    _phase[:] = [phase] if phase in _PHASES else []
+    here = Path.cwd()
+    if phase in _PHASES:
         del os.environ["MUTANT_UNDER_TEST"]
-        here = Path.cwd()
         if here.name == "mutants" and (here.parent / "tests").is_dir():
             restore_links(here.parent / "tests", here / "tests")
+    if here.name == "mutants":
+        mirror_mutmut()

@@ -12,10 +12,13 @@ Everything else is mutmut's own.
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,8 +34,8 @@ from mutmut.type_checking import TypeCheckingError
 from mutmut.utils.file_utils import change_cwd
 from mutmut.utils.format_utils import get_mutant_name
 from mutmut_lines import BASETEMP, MAP_FILE, Recorder, memo_names, write_map, write_mutant_lines
-from mutmut_session import SessionRunner
-from mutmut_typecheck import caught, mutated_files
+from mutmut_session import UNMUTATED_FAILURES, SessionRunner, failure_report
+from mutmut_typecheck import caught, mutated_files, stop_pyright
 
 PINNED = "3.8.1"
 
@@ -211,7 +214,43 @@ def main() -> int:
     cli.run_forced_fail_test = timed("forced-fail run", cli.run_forced_fail_test)
     mutmut_coverage._gather_coverage_in_this_process = gather_coverage_by_test
     mutmut_isolation.PytestRunner = SessionRunner
-    return mutmut_cli.cli(prog_name="mutmut") or 0
+    (Path("mutants") / UNMUTATED_FAILURES).unlink(missing_ok=True)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _exit_on_signal)
+    try:
+        return mutmut_cli.cli(prog_name="mutmut") or 0
+    except Exception:  # a failed step: its traceback, then what failed (``finish``)
+        traceback.print_exc()
+        return 1
+    finally:
+        finish()
+
+
+def finish() -> None:
+    """End what the run started and say which tests failed, whatever ended it.
+
+    mutmut stops a failed step with ``exit(1)`` while pyright may still be checking the
+    mutants beside it (``PendingTypeCheck``): it is ended here. The coverage pass and the
+    stats run are forked while mutmut holds their output, so pytest's report of a failing
+    test never reached the log; the plugin noted each one (``mutmut_keel``) and they are
+    printed last, where ``make mutate`` shows the log's tail.
+    """
+    stop_pyright()
+    sys.stdout.flush()  # mutmut's own last words first
+    sys.stderr.write(failure_report(Path("mutants")))
+    sys.stderr.flush()
+
+
+_MAIN_PID = os.getpid()
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    """SIGTERM/SIGHUP end mutmut's process through ``finish``; a fork mutmut made just ends."""
+    if os.getpid() != _MAIN_PID:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    raise SystemExit(128 + signum)
 
 
 if __name__ == "__main__":

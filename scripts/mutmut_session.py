@@ -50,6 +50,50 @@ def note_time(mutant: str, seconds: float, status: int | str, tests: int) -> Non
         os.close(fd)
 
 
+# The tests that failed in one of mutmut's runs without a mutant (the coverage pass, the stats
+# run), as ``phase<TAB>node id<TAB>when<TAB>reason`` lines in mutants/ (``mutmut_keel`` notes
+# them). Those runs are forked from mutmut's parent while it holds their output
+# (``CatchOutput``), so pytest's own report never reached the log: mutmut said only "failed to
+# collect stats. runner returned 1". ``scripts/mutmut_run.py`` prints them when the run stops.
+UNMUTATED_FAILURES = "unmutated-failures.tsv"
+
+
+def read_unmutated_failures(mutants: Path) -> list[tuple[str, str, str, str]]:
+    """``UNMUTATED_FAILURES`` under ``mutants``: (phase, node id, when, reason) each."""
+    try:
+        text = (mutants / UNMUTATED_FAILURES).read_text(encoding="utf-8")
+    except OSError:
+        return []
+    found: list[tuple[str, str, str, str]] = []
+    for line in text.splitlines():
+        parts = line.split("\t", 3)
+        if len(parts) == 4:
+            found.append((parts[0], parts[1], parts[2], parts[3]))
+    return found
+
+
+REPORTED = 20  # failures listed (the Makefile shows the log's last 40 lines)
+_PHASE_NAMES = {"mutant_generation": "the coverage pass", "stats": "mutmut's stats run",
+                "list_all_tests": "mutmut's test listing"}  # fmt: skip
+
+
+def failure_report(mutants: Path) -> str:
+    """What ``make mutate`` prints when tests failed without a mutant ("" when none did)."""
+    failures = read_unmutated_failures(mutants)
+    if not failures:
+        return ""
+    phases = ", ".join(dict.fromkeys(_PHASE_NAMES.get(f[0], f[0]) for f in failures))
+    lines = [
+        f"make mutate: {len(failures)} test(s) failed with no mutant under test ({phases});"
+        " every selected test must pass or skip before mutants can be judged:"
+    ]
+    shown = failures[:REPORTED]
+    lines += [f"  FAILED {nodeid} ({when}): {reason}" for _, nodeid, when, reason in shown]
+    if len(failures) > len(shown):
+        lines.append(f"  ... {len(failures) - len(shown)} more in mutants/{UNMUTATED_FAILURES}")
+    return "\n".join(lines) + "\n"
+
+
 EXPLAINED = "tests/mutation-equivalent.tsv"
 
 

@@ -14,9 +14,11 @@ the errors the mutation itself made:
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tomllib
@@ -108,14 +110,38 @@ def run_pyright(files: list[str], venv: Path, mutants: Path) -> list[dict]:
         "venv": venv.name,
     }
     (mutants / "pyrightconfig.json").write_text(json.dumps(config), encoding="utf-8")
-    done = subprocess.run(
+    # Its own process group, so that ``stop_pyright`` ends node too (the ``pyright`` wrapper
+    # starts it as a child of its own).
+    with subprocess.Popen(
         pyright_command(venv),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         cwd=mutants,
-    )
-    report = json.loads(done.stdout)
+        start_new_session=True,
+    ) as process:
+        _running.append(process)
+        try:
+            out, _ = process.communicate()
+        finally:
+            _running.remove(process)
+    report = json.loads(out)
     return [d for d in report["generalDiagnostics"] if d["severity"] == "error"]
+
+
+_running: list[subprocess.Popen[str]] = []
+
+
+def stop_pyright() -> None:
+    """End every pyright this process started that still runs, node included.
+
+    mutmut ends its run with ``exit(1)`` when a step fails (the stats run), while pyright is
+    still checking the mutants in a thread beside it: pyright went on for minutes after
+    ``make mutate`` had failed.
+    """
+    for process in list(_running):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
 
 
 def caught(mutants: Path | None = None) -> list[tuple[dict, Copy]]:

@@ -11,6 +11,8 @@ from types import ModuleType
 
 import pytest
 
+from _support import skip_or_fail
+
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 
@@ -766,3 +768,184 @@ def test_pyright_runs_niced_beside_the_stats_run(tmp_path: Path) -> None:
     command = typecheck.pyright_command(tmp_path)
     assert command[1:3] == ["-n", "10"] and command[0].endswith("nice")
     assert command[3:5] == [str(tmp_path / "bin" / "pyright"), "--outputjson"]
+
+
+# -- a run that stops: what failed, and nothing left running ------------------------------
+
+_FAILING_SELECTION = """
+import pytest
+
+def test_passes():
+    pass
+
+def test_skips():
+    pytest.skip("not here")
+
+def test_fails():
+    assert "allow" == "ask", "policy check said allow"
+
+@pytest.fixture
+def broken():
+    raise OSError("no such file: /nowhere")
+
+def test_setup_fails(broken):
+    pass
+"""
+
+
+def test_a_failing_stats_run_names_each_failing_test_and_why(tmp_path: Path) -> None:
+    """mutmut forks its stats run while it holds the output, and said only "failed to collect
+    stats. runner returned 1": the plugin notes each failing test and its reason, and that is
+    what ``make mutate`` prints. A run that is not one of mutmut's phases notes nothing."""
+    import subprocess
+
+    mutants = tmp_path / "mutants"
+    mutants.mkdir()
+    (mutants / "test_selection.py").write_text(_FAILING_SELECTION)
+    command = [sys.executable, "-m", "pytest", "-q", "--tb=no", "-p", "no:cacheprovider",
+               "-p", "mutmut_keel", "test_selection.py"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(SCRIPTS)}
+    for phase in ("", "fail"):  # a plain run; mutmut's forced-fail run (fails by design)
+        done = subprocess.run(command, cwd=mutants, env={**env, "MUTANT_UNDER_TEST": phase},
+                              capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+        assert done.returncode == 1, done.stdout + done.stderr
+    session = _load("mutmut_session")
+    assert session.failure_report(mutants) == ""
+    done = subprocess.run(command, cwd=mutants, env={**env, "MUTANT_UNDER_TEST": "stats"},
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = session.failure_report(mutants)
+    assert report.splitlines() == [
+        "make mutate: 2 test(s) failed with no mutant under test (mutmut's stats run); every "
+        "selected test must pass or skip before mutants can be judged:",
+        "  FAILED test_selection.py::test_fails (call): AssertionError: policy check said allow "
+        "assert 'allow' == 'ask' - ask + allow",  # pytest's explanation, on the same line
+        "  FAILED test_selection.py::test_setup_fails (setup): OSError: no such file: /nowhere",
+    ]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"  # a zombie has ended
+
+
+def test_a_stopped_run_leaves_no_pyright_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """By effect: mutmut stops a failed step with ``exit(1)`` while pyright checks the mutants
+    in a thread beside it, and pyright (the ``pyright`` wrapper and the node it starts) ran on
+    for minutes. The run's ``finish`` ends both, and still prints what failed."""
+    import threading
+    import time
+
+    typecheck = _load("mutmut_typecheck")
+    run = _load("mutmut_run")
+    venv = tmp_path / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    pids = tmp_path / "pids"
+    fake = venv / "bin" / "pyright"  # like the real one: a wrapper that starts node
+    fake.write_text(
+        f"#!/bin/sh\nsleep 600 &\necho $$ $! > {pids}.new\nmv {pids}.new {pids}\nwait\n"
+    )
+    fake.chmod(0o755)
+    mutants = tmp_path / "mutants"
+    mutants.mkdir()
+    (mutants / "unmutated-failures.tsv").write_text("stats\ttests/t.py::test_x\tcall\tboom\n")
+    ended: list[BaseException] = []
+
+    def check() -> None:
+        try:
+            typecheck.run_pyright([], venv, mutants)
+        except BaseException as error:  # its output was cut short
+            ended.append(error)
+
+    thread = threading.Thread(target=check, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while not pids.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    wrapper, node = map(int, pids.read_text().split())
+    assert _alive(wrapper) and _alive(node)
+    monkeypatch.chdir(tmp_path)
+    run.finish()
+    thread.join(timeout=120)
+    assert not thread.is_alive() and ended
+    assert not _alive(wrapper) and not _alive(node)
+    assert "FAILED tests/t.py::test_x (call): boom" in capsys.readouterr().err
+
+
+_IN_THE_SANDBOX = """
+import sys
+from pathlib import Path
+
+import keel
+from keel.core.errors import SandboxError
+from keel.core.schema import SandboxConfig
+from keel.sandbox import get_sandbox
+from keel.sandbox.probe._common import identity
+from keel.sandbox.probe._python import python_layout
+
+assert keel.__file__.startswith(sys.argv[1]), keel.__file__  # the copy under a 0700 directory
+if sys.argv[2] == "mirror":
+    import mutmut_keel
+
+    print("mirror", mutmut_keel.mirror_mutmut())
+try:
+    box = get_sandbox()
+except SandboxError as error:
+    print("no sandbox:", error.message)
+    sys.exit(77)
+done = box.run_python("keel._mutated", workspace=Path(sys.argv[3]), timeout=120)
+print("exit", done.exit_code, done.stdout.decode().strip(), done.stderr.decode()[-300:])
+ident = identity(SandboxConfig())
+print("copy", python_layout(ident.uid, ident.gid).pythonpath[0])  # what the sandbox imported
+"""
+
+
+def test_mutated_keel_in_a_0700_clone_runs_in_the_probe_sandbox(
+    tmp_path: Path, workdir: Path
+) -> None:
+    """By effect: a clone the sandbox uid cannot reach gives the probe sandbox a copy of keel,
+    and a mutated module imports mutmut (its trampoline), so every sandboxed probe failed
+    ("No module named 'mutmut'") and mutmut's stats run with it (the same clone in a 0755
+    directory passed). The plugin gives that copy mutmut: the mutated module runs."""
+    import shutil
+    import subprocess
+
+    from keel.sandbox.probe._python import MIRROR_BASE, can_reach
+
+    if os.geteuid() != 0:
+        pytest.skip("without root the sandbox runs as the caller, who reaches the clone")
+    src = tmp_path / "clone" / "src"  # pytest's base directory is 0700, like `mktemp -d`
+    shutil.copytree(SCRIPTS.parent / "src" / "keel", src / "keel",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    (src / "keel" / "_mutated.py").write_text(
+        "from mutmut.mutation.trampoline import wrap_in_trampoline as _mutmut_mutated, MutantDict\n"
+        "print('the mutated module ran')\n"
+    )
+    assert not can_reach(src / "keel", 65534, 65534)
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{SCRIPTS}"}
+    mirrors: set[str] = set()
+    try:
+        outputs = {}
+        for how in ("plain", "mirror"):
+            done = subprocess.run(
+                [sys.executable, "-c", _IN_THE_SANDBOX, str(src), how, str(workdir)],
+                env=env, capture_output=True, text=True, timeout=300, check=False,
+            )  # fmt: skip
+            if done.returncode == 77:
+                skip_or_fail(done.stdout.strip())
+            assert done.returncode == 0, done.stdout + done.stderr
+            outputs[how] = done.stdout
+            mirrors.update(line.split()[1] for line in done.stdout.splitlines()
+                           if line.startswith("copy "))  # fmt: skip
+        assert "No module named 'mutmut'" in outputs["plain"]  # the cause
+        assert "exit 0 the mutated module ran" in outputs["mirror"], outputs["mirror"]
+        (copy,) = mirrors  # the sandbox was given a copy of keel, and the plugin gave it mutmut
+        assert copy.startswith(MIRROR_BASE + "/") and f"mirror {copy}\n" in outputs["mirror"]
+    finally:
+        for mirror in mirrors:
+            shutil.rmtree(mirror, ignore_errors=True)

@@ -171,7 +171,7 @@ def parse_config(text: str, file: str = CONFIG_NAME) -> KeelConfig:
         raise ConfigError(
             "sets nothing (empty, or only comments): a truncated save would silently widen the "
             "policy to the developer defaults, so keel refuses it; restore the file, write "
-            "[policy] preset = \"developer\" to mean the defaults, or delete it",
+            '[policy] preset = "developer" to mean the defaults, or delete it',
             file=file,
             code="config.empty",
         )

@@ -2,12 +2,17 @@
 
 For each client with keel's hooks in the workspace (or the one asked for), in order:
 
-1. **hooks**: keel's hooks are registered for the client's events, in its settings file;
+1. **hooks**: keel's hooks are registered for the client's events, in its settings file, and
+   in which form (``keel.hook.install``): per-user (this machine's keel, in Claude Code's
+   ``settings.local.json`` or a project file listed in ``.git/info/exclude``) or shared (keel
+   from ``PATH``); **git** (a warning): git tracks the file of a per-user registration, so a
+   commit would hand this machine's paths to every teammate;
 2. **command**: the registered command resolves: its interpreter exists, keel is importable by
    it (with its dependencies), it runs isolated from the workspace (not ``python -c`` or
    ``-m`` without ``-I``, which put the project first on ``sys.path``: keel's form before
    issue 22), and it carries the fail-closed fallback
-   (``keel.hook.install.fail_closed_command``);
+   (``keel.hook.install.fail_closed_command``). The shared form: a ``keel`` is on ``PATH``
+   outside the project (without one, every tool call is blocked);
 3. **trust** (Codex): the project is trusted in ``$CODEX_HOME/config.toml``, without which
    Codex never runs the project's hooks; **review** (Codex, a warning): whether Codex recorded
    a review of the hooks, without which ``codex exec`` runs them only with
@@ -239,11 +244,17 @@ def _workspace_checks(root: Path, quick: bool) -> list[Check]:
         checks.append(
             Check("stop", "warn", f"the emergency stop is set: {stop.reason}", "keel resume")
         )
+    from keel.hook.server import socket_problem
+
+    hookd = socket_problem(root)
+    if hookd is not None:  # not a failure: every call is still decided, in process
+        checks.append(Check("hookd", "warn", hookd.context["reason"], hookd.context["fix"]))
     return checks
 
 
 def _contained_run(root: Path, backend: str) -> Check:
     """Run ``true`` through ``keel exec`` in ``root``, as every allowed shell command runs."""
+    from keel.core.installed import hint
     from keel.sandbox.exec.contain import exec_argv
 
     try:
@@ -267,8 +278,7 @@ def _contained_run(root: Path, backend: str) -> Check:
         "fail",
         f"keel exec cannot run a contained command, so every shell command keel allows fails: "
         f"{why}",
-        "see `keel sandbox check` and [sandbox] in keel.toml; a missing module: install keel "
-        "with its sandbox extra (pip install 'keel[sandbox]')",
+        "see `keel sandbox check` and [sandbox] in keel.toml; a missing module: " + hint("sandbox"),
     )
 
 
@@ -277,7 +287,7 @@ def _contained_run(root: Path, backend: str) -> Check:
 
 def _client_checks(root: Path, agent: str, quick: bool, env: dict[str, str]) -> list[Check]:
     from keel.core.errors import KeelError
-    from keel.hook.install import HOOKS, registered_hooks, settings_files
+    from keel.hook.install import HOOKS, is_shared, registered_hooks, settings_files
 
     again = f"keel init --agent {agent}"
     try:
@@ -306,11 +316,16 @@ def _client_checks(root: Path, agent: str, quick: bool, env: dict[str, str]) -> 
             Check("hooks", "warn", f"keel's hooks are registered twice ({', '.join(where)})", again)
         )
     else:
-        checks.append(Check("hooks", "ok", f"registered in {', '.join(where)}"))
+        checks.append(Check("hooks", "ok", f"registered in {', '.join(where)}{_form(root, found)}"))
     if pre not in by_event:
         return checks
     command = by_event[pre][0][1]
-    checks.append(_command_check(command, agent, quick))
+    if is_shared(command):
+        checks.append(_shared_command_check(root, quick, env))
+    else:
+        checks.append(_command_check(command, agent, quick))
+    if not quick:
+        checks.extend(_git_checks(root, agent))
     if agent == "codex":
         checks.extend(_codex_checks(root, env))
     if agent == "claude":
@@ -324,6 +339,88 @@ def _client_checks(root: Path, agent: str, quick: bool, env: dict[str, str]) -> 
     else:  # doctor runs nothing that imports what the agent wrote
         checks.append(Check("probe", "fail", "not run: the command is not isolated", again))
     return checks
+
+
+def _form(root: Path, found: list[tuple[Path, str, str]]) -> str:
+    """The registration's form in words, for the hooks check: per-user or shared."""
+    from keel.hook import gitexclude
+    from keel.hook.install import is_shared
+
+    if any(is_shared(command) for _, _, command in found):
+        return " (shared: keel from PATH)"
+    repo = gitexclude.repository(root)
+    if repo is not None and all(
+        gitexclude.listed(repo.exclude, gitexclude.pattern(repo, path)) for path, _, _ in found
+    ):
+        return " (per-user, listed in .git/info/exclude)"
+    return " (per-user)"
+
+
+def _git_checks(root: Path, agent: str) -> list[Check]:
+    """A warning when git tracks the file of a per-user registration."""
+    from keel.hook.install import placement
+
+    try:
+        where = placement(root, agent)
+    except Exception:  # the hooks check has said what is wrong with the file
+        return []
+    if where is None or where.shared or not where.tracked:
+        return []
+    rel = where.settings.relative_to(root).as_posix()
+    return [
+        Check(
+            "git",
+            "warn",
+            f"git tracks {rel}, which holds this machine's per-user hook command: committed, "
+            "it blocks every tool call of a teammate",
+            f"keel init --agent {agent} --shared (a command for every teammate), or keep "
+            f"{rel} out of your commits",
+        )
+    ]
+
+
+def _shared_command_check(root: Path, quick: bool, env: dict[str, str]) -> Check:
+    """The shared form runs the first ``keel`` on PATH outside the project: is there one?"""
+    import shutil
+
+    from keel import __version__
+    from keel.core.gitsafe import safe_path
+    from keel.hook.install import INSTALL_KEEL
+
+    search = safe_path(env.get("PATH"), str(root))
+    found = shutil.which("keel", path=search) if search else None
+    if found is None:
+        return Check(
+            "command",
+            "fail",
+            "the shared registration runs keel from PATH, and there is no keel on PATH outside "
+            "the project here: every tool call is blocked",
+            INSTALL_KEEL,
+        )
+    version = None
+    if not quick:
+        try:
+            proc = subprocess.run(
+                [found, "--version"], capture_output=True, text=True, cwd=root, env=env,
+                timeout=CHECK_TIMEOUT, check=False,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Check("command", "fail", f"{found} does not start: {exc}", INSTALL_KEEL)
+        words = proc.stdout.split()
+        if proc.returncode != 0 or not words:
+            last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+            return Check("command", "fail", f"{found} does not run: {last}", INSTALL_KEEL)
+        version = words[-1]
+    if version is not None and version != __version__:
+        return Check(
+            "command",
+            "warn",
+            f"the hook runs keel {version} ({found}), this is keel {__version__}",
+            f"upgrade the keel on PATH ({found})",
+        )
+    return Check(
+        "command", "ok", f"{found} (from PATH) runs keel" + (f" {version}" if version else "")
+    )
 
 
 def _runs_isolated(command: str) -> bool:
@@ -378,7 +475,7 @@ def _command_check(command: str, agent: str, quick: bool) -> Check:
             f"reinstall keel, then {again}",
         )
     parent = _launcher_dir(words)
-    if parent is not None and not os.path.isfile(os.path.join(parent, "keel", "hook", "main.py")):
+    if parent is not None and not _keel_in(parent):
         return Check(
             "command",
             "fail",
@@ -389,12 +486,13 @@ def _command_check(command: str, agent: str, quick: bool) -> Check:
     if not quick:
         cwd = None
         if parent is not None:
+            from keel.hook.install import ROOT_PROGRAM
+
             code = (
-                f"import sys; sys.path.insert(0, {parent!r}); import keel, keel.config, "
-                "keel.hook.runner; print(keel.__version__)"
+                ROOT_PROGRAM + ";import keel,keel.config,keel.hook.runner;print(keel.__version__)"
             )
             # isolated (no current directory, no PYTHON* variables), in keel's own directory
-            argv, cwd = [program, "-I", "-c", code], parent
+            argv, cwd = [program, "-I", "-c", code, parent], _existing_dir(parent)
         else:
             argv = [program, "--version"]
         try:
@@ -439,12 +537,38 @@ def _command_check(command: str, agent: str, quick: bool) -> Check:
     return Check("command", "ok", f"{program} runs keel" + (f" {version}" if version else ""))
 
 
+def _keel_in(parent: str) -> bool:
+    """Whether keel's hook is in the import root ``parent`` (any Python's, for a template)."""
+    from keel.hook.install import VERSION_SLOT
+
+    if VERSION_SLOT not in parent:
+        return os.path.isfile(os.path.join(parent, "keel", "hook", "main.py"))
+    import glob
+
+    head, _, tail = parent.partition(VERSION_SLOT)
+    pattern = glob.escape(head) + "[0-9]*.[0-9]*" + glob.escape(tail)
+    return any(
+        os.path.isfile(os.path.join(p, "keel", "hook", "main.py")) for p in glob.glob(pattern)
+    )
+
+
+def _existing_dir(parent: str) -> str:
+    """``parent`` where it is a directory, else ``/`` (a template names no one directory)."""
+    return parent if os.path.isdir(parent) else "/"
+
+
 def _launcher_dir(words: list[str]) -> str | None:
     """The import root of keel in a registered command of keel's own form, else None.
 
-    ``python -I -S <root>/keel/_launch.py`` (``default_keel_command``), or the directory the
-    ``python -S -c PROGRAM`` form of before issue 22 puts on ``sys.path``.
+    ``python -I -S -c HOOK_PROGRAM ROOT`` (``default_keel_command``: ROOT may hold
+    ``python{X.Y}``), ``python -I -S <root>/keel/_launch.py`` (before issue 24), or the
+    directory the ``python -S -c PROGRAM`` form of before issue 22 puts on ``sys.path``.
     """
+    from keel.hook.install import import_root_of
+
+    root = import_root_of(words)
+    if root is not None:
+        return root
     if len(words) >= 4 and words[1:3] == ["-I", "-S"] and words[3].endswith("/keel/_launch.py"):
         return os.path.dirname(os.path.dirname(words[3]))
     if len(words) < 4 or words[1:3] != ["-S", "-c"]:

@@ -135,8 +135,11 @@ def nearby_workspaces(
     return found[:limit]
 
 
-def require_workspace(root: Path) -> None:
+def require_workspace(root: Path, *, command: str = "keel stop") -> None:
     """Refuse ``root`` unless it is a workspace, naming the nearest workspaces below it.
+
+    ``command`` is what the user ran (``keel checkpoint create``): the hint says how to run
+    it in a workspace.
 
     Raises:
         UsageError: ``usage.no_workspace``, with the workspaces found in ``workspaces``.
@@ -145,16 +148,25 @@ def require_workspace(root: Path) -> None:
         return
     near = nearby_workspaces(root)
     what = f"{root} is not a keel workspace (no keel.toml and no git repository here or above)"
+    stop = command == "keel stop"
     if near:
         names = ", ".join(_shown(p, root) for p in near)
-        message = (
-            f"{what}; workspaces below it: {names}. Stop one with `keel stop -w DIR`, "
-            "or every workspace keel was initialised in with `keel stop --all`"
+        hint = (
+            "Stop one with `keel stop -w DIR`, or every workspace keel was initialised in "
+            "with `keel stop --all`"
+            if stop
+            else f"Run `{command}` in one of them, or pass -w DIR"
         )
+        message = f"{what}; workspaces below it: {names}. {hint}"
     else:
+        hint = (
+            "pass -w DIR, or use `keel stop --all`"
+            if stop
+            else "pass -w DIR, or make this one with `keel init`"
+        )
         message = (
             f"{what}, and none was found below it ({SEARCH_DEPTH} levels). Run it inside the "
-            "workspace, pass -w DIR, or use `keel stop --all`"
+            f"workspace, {hint}"
         )
     raise UsageError(message, code="usage.no_workspace", workspaces=[str(p) for p in near])
 
@@ -167,8 +179,48 @@ def _shown(path: Path, base: Path) -> str:
 
 
 def emergency_stop(root: Path, reason: str | None = None) -> StopStatus:
-    """Set the stop flag and journal it."""
+    """Set the stop flag and journal it (``stop_workspace`` also kills contained commands)."""
     status = set_stop(root, reason)
+    _journal_stop(root, status)
+    return status
+
+
+def stop_workspace(root: Path, reason: str | None = None) -> tuple[StopStatus, int]:
+    """Set the emergency stop, kill the contained commands, journal it; ``(stop, killed)``.
+
+    In that order, and the stop is journaled while the killed sandboxes are torn down: a slow
+    or broken journal never delays or prevents a kill. Killing is best effort (the stop
+    holds whatever happens to it).
+
+    Raises:
+        JournalError: the stop is set and the commands killed (``killed`` says how many),
+            but it could not be journaled.
+    """
+    from keel.sandbox import kill_contained
+
+    status = set_stop(root, reason)
+    journaled: list[bool] = []
+    failed: list[KeelError] = []
+
+    def journal() -> None:
+        journaled.append(True)
+        try:
+            _journal_stop(root, status)
+        except KeelError as exc:
+            failed.append(exc)
+
+    try:
+        killed = kill_contained(root, meanwhile=journal)
+    except Exception:  # the stop holds; killing is best effort
+        killed = 0
+        if not journaled:
+            journal()
+    if failed:
+        raise JournalError(failed[0].message, code=failed[0].code, killed=killed)
+    return status, killed
+
+
+def _journal_stop(root: Path, status: StopStatus) -> None:
     _journal(
         root,
         Event(
@@ -178,7 +230,6 @@ def emergency_stop(root: Path, reason: str | None = None) -> StopStatus:
         ),
         done="the emergency stop IS set",
     )
-    return status
 
 
 def emergency_resume(root: Path) -> bool:
@@ -243,7 +294,6 @@ def stop_all(reason: str | None = None) -> list[StopAllResult]:
     and the others are stopped all the same. Contained commands are killed in each.
     """
     from keel.core.userstate import registered_workspaces
-    from keel.sandbox import kill_contained
 
     results: list[StopAllResult] = []
     for registered in sorted(registered_workspaces()):
@@ -252,15 +302,12 @@ def stop_all(reason: str | None = None) -> list[StopAllResult]:
             results.append(StopAllResult(root, False, "skipped: no longer a workspace"))
             continue
         try:
-            status = emergency_stop(root, reason)
+            status, killed = stop_workspace(root, reason)
         except KeelError as exc:
             stopped = stop_status(root).active
-            results.append(StopAllResult(root, stopped, exc.message))
+            killed = exc.context.get("killed", 0)
+            results.append(StopAllResult(root, stopped, exc.message, killed))
             continue
-        try:
-            killed = kill_contained(root)
-        except Exception:  # the stop holds; killing is best effort
-            killed = 0
         results.append(StopAllResult(root, True, status.reason or "", killed))
     return results
 

@@ -19,10 +19,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast
-
-if TYPE_CHECKING:
-    from keel.hook.protocol import Agent
+from typing import Any, Literal, NoReturn
 
 KEEL = str(Path(sys.executable).with_name("keel"))
 """The venv's ``keel`` console script: the command a user types."""
@@ -148,10 +145,10 @@ def hook(
 
 def registered_command(root: Path, event: str = "PreToolUse", agent: str = "claude") -> str:
     """The exact command ``keel init --agent AGENT`` registered for ``event`` in ``root``."""
-    from keel.hook.install import SETTINGS
+    from keel.hook.install import registered_hooks
 
-    settings = json.loads((root / SETTINGS[cast("Agent", agent)]).read_text())
-    return settings["hooks"][event][0]["hooks"][0]["command"]
+    (command,) = [c for _, e, c in registered_hooks(root, agent) if e == event]
+    return command
 
 
 def hook_json(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:

@@ -251,7 +251,7 @@ def test_undecodable_file_names_are_journaled_not_lost(workdir: Path) -> None:
     odd.write_text("one\n")
     assert keel(["checkpoint", "create"], root).rc == 0
     odd.write_text("two\n")
-    run = keel(["rollback", "--last"], root)
+    run = keel(["rollback", "--last", "--force"], root)  # your own edit: only --force undoes it
     assert run.rc == 0 and "Traceback" not in run.err, run.err
     verify = keel(["verify"], root)
     assert verify.rc == 0, verify.out

@@ -19,14 +19,14 @@ def test_init_with_agent_merges_and_remove_undoes_exactly(tmp_path: Path) -> Non
         },
     }
     settings.write_text(json.dumps(mine))
-    out = keel("init", "--agent", "claude", "--scope", "src/**,tests/**", cwd=tmp_path)
+    out = keel("init", "--agent", "claude", "--shared", "--scope", "src/**,tests/**", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     data = json.loads(settings.read_text())
     commands = [h["command"] for g in data["hooks"]["PreToolUse"] for h in g["hooks"]]
     assert "./mine.sh" in commands
     assert any(is_keel_hook(c, "claude", "PreToolUse") for c in commands)
     assert 'include = ["src/**", "tests/**"]' in (tmp_path / "keel.toml").read_text()
-    assert keel("init", "--agent", "claude", cwd=tmp_path).returncode == 0  # idempotent
+    assert keel("init", "--agent", "claude", "--shared", cwd=tmp_path).returncode == 0  # idempotent
     data = json.loads(settings.read_text())
     assert (
         sum(
@@ -95,14 +95,18 @@ def test_remove_twice_says_what_happened(tmp_path: Path) -> None:
     assert "nothing to remove: keel's gemini hooks are not registered" in second.stdout
 
 
-def test_local_registers_in_claude_s_personal_settings(tmp_path: Path) -> None:
-    out = keel("init", "--agent", "claude", "--local", cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
+def test_per_user_is_the_default_and_local_is_kept_as_its_alias(tmp_path: Path) -> None:
     local = tmp_path / ".claude" / "settings.local.json"
-    assert f"registered keel's claude hooks in {local}" in out.stdout
-    assert not (tmp_path / ".claude" / "settings.json").exists()
-    bad = keel("init", "--agent", "codex", "--local", cwd=tmp_path)
-    assert bad.returncode == 2 and "--local needs --agent claude" in bad.stderr
+    for flags in ([], ["--local"]):
+        out = keel("init", "--agent", "claude", *flags, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert f"registered keel's claude hooks in {local} (per-user" in out.stdout
+        assert not (tmp_path / ".claude" / "settings.json").exists()
+    assert keel("init", "--agent", "codex", "--local", cwd=tmp_path).returncode == 0
+    bad = keel("init", "--agent", "claude", "--local", "--shared", cwd=tmp_path)
+    assert bad.returncode == 2 and "--shared and --local do not go together" in bad.stderr
+    bad = keel("init", "--shared", cwd=tmp_path)
+    assert bad.returncode == 2 and "--shared needs --agent" in bad.stderr
 
 
 def test_init_registers_the_workspace_for_stop_all(tmp_path: Path) -> None:

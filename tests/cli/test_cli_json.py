@@ -63,6 +63,7 @@ REPORTS: dict[str, tuple[list[str], set[str]]] = {
     "patch apply": (["patch", "apply", "{patch}", "--check"], {"format", "files"}),
     "policy check": (["policy", "check", "--write", "app.py"], {"decision", "rule", "reason"}),
     "policy explain": (["policy", "explain"], {"preset", "root", "commands", "paths"}),
+    "allow-host": (["allow-host", "example.com"], {"file", "entry", "added", "created"}),
     "plan validate": (["plan", "validate", "{plan}"], {"valid", "issues", "exit_code"}),
     "plan run": (
         ["plan", "run", "{plan}", "--unsafe-no-sandbox"],
@@ -94,6 +95,7 @@ NOT_REPORTS = {
     "wrap": "the wrapped client's own terminal",
     "hook": "the client's hook protocol on stdout",
     "hookd run": "a server, in the foreground",
+    "install": "the installer's own output (pip, pipx or uv); --dry-run prints its command",
 }
 
 
@@ -190,7 +192,8 @@ def test_init_json_says_what_was_written_and_what_was_not_imported(
     out, err = capsys.readouterr()
     doc = json.loads(out)
     assert code == 0, err
-    assert doc["wrote_config"] is True and doc["hooks"] == [str(claude / "settings.json")]
+    assert doc["wrote_config"] is True and doc["hooks"] == [str(claude / "settings.local.json")]
+    assert doc["form"] == "per-user"
     translated = doc["rules"]["translated"]
     assert [(r["tier"], r["pattern"]) for r in translated] == [("allow", "npm test")]
     assert [r["rule"] for r in doc["rules"]["skipped"]] == ["Read(//etc/**)"]
@@ -199,4 +202,4 @@ def test_init_json_says_what_was_written_and_what_was_not_imported(
         ["--workspace", str(workspace), "init", "--agent", "claude", "--remove", "--json"]
     )
     removed = json.loads(capsys.readouterr().out)
-    assert again == 0 and removed["removed"] == [str(claude / "settings.json")]
+    assert again == 0 and removed["removed"] == [str(claude / "settings.local.json")]

@@ -221,6 +221,7 @@ CONTROL_FILES = (
     "keel.toml",
     ".keel/installed-hooks.json",
     ".claude/settings.json",
+    ".claude/settings.local.json",
     ".codex/hooks.json",
     ".gemini/settings.json",
     ".git/config",

@@ -26,7 +26,7 @@ import pytest
 from client_harness import Turn, codex_home, make_base, new_project, run_client
 
 from _support import keel
-from keel.hook.install import SETTINGS
+from keel.hook.install import SETTINGS, USER_SETTINGS
 
 pytestmark = [pytest.mark.clients, pytest.mark.slow]
 
@@ -127,7 +127,7 @@ def test_a_shell_call_is_blocked_once_keels_interpreter_is_gone(agent: str, base
         check=False,
     )
     assert init.returncode == 0, init.stderr
-    assert str(python) in (project / SETTINGS[agent]).read_text()
+    assert str(python) in (project / USER_SETTINGS[agent]).read_text()
 
     (base / "venv").rename(base / "venv-moved")
 

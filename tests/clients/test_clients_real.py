@@ -106,10 +106,12 @@ def _codex_patch_args(agent: str) -> list[str]:
 
 
 def _journal_sessions(project: Path) -> list[str]:
+    """The agents' sessions (keel exec's own records, ``keel-exec``, left out)."""
+    from keel.core.events import is_own_session
     from keel.journal import open_journal
 
     with open_journal(project) as journal:
-        return [s.session_id for s in journal.sessions()]
+        return [s.session_id for s in journal.sessions() if not is_own_session(s.session_id)]
 
 
 @pytest.mark.parametrize("agent", AGENTS)

@@ -163,7 +163,7 @@ def test_claude_code_runs_whole_inside_keel_wrap(base: Path) -> None:
     assert any("made.txt" in c for c in calls) and any("id_rsa" in c for c in calls), calls
     assert (home / ".claude" / "projects").is_dir()  # the client's state is its own, writable
     assert (home / ".claude" / "settings.json").read_text() == SETTINGS
-    assert json.loads((project / ".claude" / "settings.json").read_text())["hooks"]
+    assert json.loads((project / ".claude" / "settings.local.json").read_text())["hooks"]
 
 
 def test_the_model_host_is_allowed_from_anthropic_base_url(base: Path) -> None:

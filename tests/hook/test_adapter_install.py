@@ -11,12 +11,14 @@ from keel.core.errors import ConfigError, UsageError
 from keel.hook.install import (
     HOOKS,
     SETTINGS,
+    USER_SETTINGS,
     default_keel_command,
     fail_closed_command,
     hook_command,
     install_hooks,
     is_fail_closed,
     is_keel_hook,
+    is_shared,
     registered_command,
     registered_hooks,
     remove_hooks,
@@ -29,7 +31,7 @@ USER_HOOK = {"type": "command", "command": "./scripts/lint.sh"}
 @pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
 def test_install_into_an_empty_project_and_remove_leaves_nothing(workdir: Path, agent: str) -> None:
     written = install_hooks(workdir, agent, keel_command=KEEL)
-    path = workdir / SETTINGS[agent]  # type: ignore[index]
+    path = workdir / USER_SETTINGS[agent]  # type: ignore[index]
     assert written == [path]
     data = json.loads(path.read_text())
     assert set(data["hooks"]) == {e for e, _ in HOOKS[agent]}  # type: ignore[index]
@@ -48,7 +50,7 @@ def test_install_into_an_empty_project_and_remove_leaves_nothing(workdir: Path, 
 def test_install_merges_with_user_hooks_and_settings_and_remove_restores_them(
     workdir: Path,
 ) -> None:
-    path = workdir / ".claude" / "settings.json"
+    path = workdir / ".claude" / "settings.local.json"
     path.parent.mkdir()
     original = {
         "permissions": {"allow": ["Bash(npm test)"]},
@@ -105,21 +107,22 @@ def test_agents_do_not_touch_each_other(workdir: Path) -> None:
     install_hooks(workdir, "claude", keel_command=KEEL)
     install_hooks(workdir, "codex", keel_command=KEEL)
     remove_hooks(workdir, "codex")
-    assert (workdir / ".claude" / "settings.json").is_file()
+    assert (workdir / ".claude" / "settings.local.json").is_file()
     assert not (workdir / ".codex").exists()
 
 
-def test_bad_settings_are_never_clobbered(workdir: Path) -> None:
-    path = workdir / ".claude" / "settings.json"
+@pytest.mark.parametrize("shared", [False, True])
+def test_bad_settings_are_never_clobbered(workdir: Path, shared: bool) -> None:
+    path = workdir / (SETTINGS if shared else USER_SETTINGS)["claude"]
     path.parent.mkdir()
     path.write_text("{ not json")
     with pytest.raises(ConfigError) as err:
-        install_hooks(workdir, "claude", keel_command=KEEL)
+        install_hooks(workdir, "claude", keel_command=KEEL, shared=shared)
     assert err.value.code == "config.hooks_json"
     assert path.read_text() == "{ not json"
     path.write_text('{"hooks": []}')
     with pytest.raises(ConfigError):
-        install_hooks(workdir, "claude", keel_command=KEEL)
+        install_hooks(workdir, "claude", keel_command=KEEL, shared=shared)
 
 
 def test_unknown_agent_is_a_usage_error(workdir: Path) -> None:
@@ -175,7 +178,7 @@ def test_a_crashing_keel_blocks_and_fail_open_is_kept_when_chosen() -> None:
 
 
 def test_reinstall_upgrades_a_hook_registered_without_the_fallback(workdir: Path) -> None:
-    path = workdir / ".claude" / "settings.json"
+    path = workdir / ".claude" / "settings.local.json"
     path.parent.mkdir()
     old = hook_command(KEEL, "claude", "PreToolUse")
     path.write_text(json.dumps({"hooks": {"PreToolUse": [{"hooks": [{"command": old}]}]}}))
@@ -185,18 +188,17 @@ def test_reinstall_upgrades_a_hook_registered_without_the_fallback(workdir: Path
     assert is_fail_closed(hook["command"]) and is_keel_hook(hook["command"], "claude")
 
 
-def test_local_registers_in_the_personal_file_and_moves_the_hooks(workdir: Path) -> None:
+def test_per_user_and_shared_move_the_hooks_and_never_register_twice(workdir: Path) -> None:
     shared = workdir / ".claude" / "settings.json"
     local = workdir / ".claude" / "settings.local.json"
+    install_hooks(workdir, "claude", shared=True)
     install_hooks(workdir, "claude", keel_command=KEEL)
-    install_hooks(workdir, "claude", keel_command=KEEL, local=True)
     assert not shared.exists()  # keel created it, and its hooks moved: never registered twice
     events = {event for _, event, _ in registered_hooks(workdir, "claude")}
     assert events == {event for event, _ in HOOKS["claude"]}
     assert {path for path, _, _ in registered_hooks(workdir, "claude")} == {local}
-    install_hooks(workdir, "claude", keel_command=KEEL)
+    install_hooks(workdir, "claude", shared=True)
     assert shared.exists() and not local.exists()
+    assert all(is_shared(c) for _, _, c in registered_hooks(workdir, "claude"))
     assert remove_hooks(workdir, "claude") == [shared]
     assert remove_hooks(workdir, "claude") == []
-    with pytest.raises(UsageError, match="--local"):
-        install_hooks(workdir, "codex", keel_command=KEEL, local=True)

@@ -114,7 +114,9 @@ def test_claude_rules_in_keel_toml_are_translated_or_refused() -> None:
 
 
 def _check(project: Path, *argv: str) -> str:
-    return keel("policy", "check", "--", *argv, workspace=project).stdout.split()[0]
+    """The text policy's verdict (contained, ``./deploy.sh`` would run without asking)."""
+    done = keel("policy", "check", "--uncontained", "--", *argv, workspace=project)
+    return done.stdout.split()[0]
 
 
 def test_keel_init_imports_claude_rules_and_they_take_effect(workdir: Path) -> None:

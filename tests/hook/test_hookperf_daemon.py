@@ -209,6 +209,28 @@ def test_a_daemon_that_dies_or_hangs_mid_request_still_gets_a_decision(
     assert allowed["rc"] == 0 and "deny" not in allowed["out"], allowed
 
 
+def test_a_daemon_that_takes_a_while_is_not_taken_for_a_hung_one(
+    workspace: Path, daemon: subprocess.Popen[bytes]
+) -> None:
+    import sqlite3
+
+    from keel.journal import journal_path
+
+    assert hook_process(workspace, "ls", 1, daemon=True)["rc"] == 0  # the journal exists
+    held = sqlite3.connect(journal_path(workspace), isolation_level=None, check_same_thread=False)
+    held.execute("BEGIN IMMEDIATE")  # the daemon's commit waits for this: well past FIRST_BYTE
+    release = threading.Timer(2 * relay_mod.FIRST_BYTE + 1, held.rollback)
+    release.start()
+    try:
+        got = hook_process(workspace, "touch slow", 2, daemon=True)
+    finally:
+        release.join()
+        held.close()
+    assert got["rc"] == 0 and "deny" not in got["out"], got
+    assert IN_PROCESS not in got["modules"]  # the daemon answered, late: it said it was alive
+    assert daemon.poll() is None  # and it was not replaced
+
+
 def test_the_daemon_exits_when_idle_and_removes_its_socket(workspace: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "keel.hook.server", str(workspace)],

@@ -192,3 +192,52 @@ def test_show_full_prints_every_field_uncut(root: Path, cli: Cli) -> None:
         assert f"    line {i}: {'x' * 200}" in full.stdout
     assert "payload.tool: Bash" in full.stdout and "payload.ok: true" in full.stdout
     assert "\x1b" not in full.stdout and "\\x1b[31mred" in full.stdout
+
+
+def test_show_without_a_session_shows_the_latest(root: Path, cli: Cli) -> None:
+    empty = cli("show", "-w", str(root))
+    assert empty.exit_code == 1 and "nothing in the journal" in empty.output
+    fill(root, 26)  # sess-1 and sess-2, from 2023
+    with open_journal(root) as journal:
+        journal.append(Event("prompt", "now", DataPayload({})))  # the latest activity
+        journal.append(Event("prompt", "keel-doctor-0a1b2c3d", DataPayload({})))  # a probe
+    latest = cli("show", "--json", "-w", str(root))
+    assert latest.exit_code == 0, latest.output
+    assert json.loads(latest.stdout)["session"]["session_id"] == "now"
+
+
+def test_log_follow_prints_events_as_they_are_journaled(root: Path) -> None:
+    import queue
+    import subprocess
+    import threading
+
+    from _support import KEEL, keel_env
+
+    fill(root, 2)
+    follow = subprocess.Popen(
+        [KEEL, "log", "--follow", "--json", "-w", str(root)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=keel_env(),
+    )  # fmt: skip
+    assert follow.stdout is not None
+    lines: queue.Queue[bytes] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(x) for x in follow.stdout], daemon=True)  # pyright: ignore[reportOptionalIterable]
+    reader.start()
+
+    def next_event() -> dict[str, Any]:
+        try:
+            return json.loads(lines.get(timeout=60))
+        except queue.Empty:
+            raise AssertionError("keel log --follow printed nothing within 60 s") from None
+
+    try:
+        assert [next_event()["seq"], next_event()["seq"]] == [1, 2]  # what was there
+        with open_journal(root) as journal:
+            journal.append(Event("prompt", "later", DataPayload({"text": "new"})))
+        shown = next_event()  # journaled after the follow began
+        assert (shown["seq"], shown["session_id"]) == (3, "later")
+    finally:
+        follow.terminate()
+        follow.wait(30)
+        reader.join(30)  # the pipe ended with the process
+        follow.stdout.close()
+        follow.stderr.close()  # pyright: ignore[reportOptionalMemberAccess]

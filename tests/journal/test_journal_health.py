@@ -45,13 +45,19 @@ def test_a_deleted_database_reports_the_events_its_head_recorded(root: Path, cou
         "ok": False,
         "events": 0,
         "problems": [{"seq": count, "code": "head.events_lost", "message": message}],
+        "acknowledged": [],
     }
     health = journal_health(root)
     assert (health.ok, health.events, health.breaks, health.problem) == (False, 0, (), message)
 
 
 def test_no_database_and_no_head_is_healthy_and_empty(root: Path) -> None:
-    assert verify_journal(root).to_dict() == {"ok": True, "events": 0, "problems": []}
+    assert verify_journal(root).to_dict() == {
+        "ok": True,
+        "events": 0,
+        "problems": [],
+        "acknowledged": [],
+    }
     health = journal_health(root)
     assert (health.ok, health.events, health.breaks, health.problem) == (True, 0, (), None)
 
@@ -61,7 +67,7 @@ def test_verify_reads_an_intact_journal_without_changing_it(root: Path) -> None:
     db = journal_path(root)
     before = hashlib.sha256(db.read_bytes()).hexdigest()
     report = verify_journal(root)
-    assert report.to_dict() == {"ok": True, "events": 6, "problems": []}
+    assert report.to_dict() == {"ok": True, "events": 6, "problems": [], "acknowledged": []}
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
     assert journal_health(root).ok
 
@@ -116,7 +122,12 @@ def test_a_database_that_cannot_be_opened_is_raised_as_it_is(root: Path) -> None
 
 def test_verify_counts_the_events_of_every_session_and_reports_damage(root: Path) -> None:
     fill(root, 10)  # two sessions
-    assert verify_journal(root).to_dict() == {"ok": True, "events": 10, "problems": []}
+    assert verify_journal(root).to_dict() == {
+        "ok": True,
+        "events": 10,
+        "problems": [],
+        "acknowledged": [],
+    }
     health = journal_health(root)
     assert (health.ok, health.events, health.problem) == (True, 10, None)
     tamper(root, "UPDATE events SET agent = 'mallory' WHERE seq = 4")

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from journal_helpers import fill, keel_verify, tamper
+from journal_helpers import fill, keel_verify, session_events, tamper
 
-from keel.journal import open_journal
+from keel.journal import Chain, Row, journal_key, journal_path, open_journal, verify_rows
+
+COLUMNS = (
+    "seq, kind, session_id, trace_id, span_id, parent_span_id, ts, agent, payload, prev_hash, hash"
+)
 
 Cli = Callable[..., Any]
 
@@ -98,3 +103,44 @@ def test_real_keel_command_names_the_tampered_row(root: Path) -> None:
     broken = keel_verify(root)
     assert broken.returncode == 1, broken.stderr
     assert "seq 3: chain.hash_mismatch" in broken.stdout
+
+
+def _damage_session_state_page(root: Path, start: int, end: int) -> int:
+    """XOR bytes ``start..end`` of the page holding the session state; its page number."""
+    db = sqlite3.connect(journal_path(root))
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every page in the main file
+    (page,) = db.execute(
+        "SELECT rootpage FROM sqlite_master WHERE name = 'session_state'"
+    ).fetchone()
+    (size,) = db.execute("PRAGMA page_size").fetchone()
+    (count,) = db.execute("PRAGMA page_count").fetchone()
+    db.close()
+    with open(journal_path(root), "r+b") as f:
+        f.seek((page - 1) * size + start)
+        data = bytearray(f.read(end - start))
+        f.seek((page - 1) * size + start)
+        f.write(bytes(b ^ 0x5A for b in data))
+    assert page == count  # the last page, as the fault injection found it
+    return page
+
+
+@pytest.mark.parametrize(("start", "end"), [(0, 8), (8, 16), (100, 4000)])
+def test_a_damaged_page_outside_the_chain_fails_verify(root: Path, start: int, end: int) -> None:
+    with open_journal(root) as journal:
+        for event in session_events()[:6]:
+            state = {"calls": event.ts, "note": "x" * 200}
+            journal.append_many([event], session_state=("sess-1", state))
+    _damage_session_state_page(root, start, end)
+    db = sqlite3.connect(journal_path(root))
+    rows = [Row(*r) for r in db.execute(f"SELECT {COLUMNS} FROM events ORDER BY seq")]
+    db.close()
+    assert len(rows) == 6 and verify_rows(rows, Chain(journal_key())) == []  # the chain holds
+    result = keel_verify(root, "--json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert [(p["seq"], p["code"]) for p in report["problems"]] == [(0, "db.integrity")]
+    assert report["events"] == 6
+    assert "SQLite's integrity check" in report["problems"][0]["message"]
+    text = keel_verify(root)
+    assert text.returncode == 1
+    assert "seq 0: db.integrity: " in text.stdout and "journal NOT intact" in text.stdout

@@ -11,7 +11,7 @@ deciding in process, the hook relayed to ``keel hookd``, the daemon itself while
 module of each top-level name (``select.py``, ``json/``, ``encodings/``, ``keel/``...) is
 planted in the workspace and in a subdirectory, each writing a marker into a directory outside
 the workspace. Then every entry runs exactly as it runs for real (the hook: the string
-``keel init`` wrote into ``.claude/settings.json``, through ``/bin/sh -c``, a Claude Code
+``keel init`` wrote into ``.claude/settings.local.json``, through ``/bin/sh -c``, a Claude Code
 payload on stdin), from both directories, also with a hostile ``PYTHONPATH=.`` and
 ``PYTHONSTARTUP``. No marker may appear, and keel must still answer right (a dangerous call
 denied, a harmless one allowed and contained).
@@ -36,7 +36,7 @@ import pytest
 
 from _support import KEEL, make_workspace
 from keel.core.isolated import launcher_argv
-from keel.hook.install import command_words, install_hooks, registered_hooks
+from keel.hook.install import HOOK_PROGRAM, command_words, install_hooks, registered_hooks
 from keel.hook.relay import read_record
 from keel.hook.server import daemon_running, stop_daemon
 from keel.sandbox.exec.contain import LAUNCHER, exec_argv, exec_backend
@@ -108,7 +108,7 @@ def _new_workspace(base: Path, env: dict[str, str] | None = None) -> tuple[Path,
         [KEEL, "init", "--agent", "claude"], cwd=ws, env=env, capture_output=True, text=True
     )
     assert init.returncode == 0, init.stderr
-    settings = json.loads((ws / ".claude" / "settings.json").read_text())
+    settings = json.loads((ws / ".claude" / "settings.local.json").read_text())
     (group,) = settings["hooks"]["PreToolUse"]
     return ws, group["hooks"][0]["command"]
 
@@ -451,8 +451,10 @@ def test_doctor_reports_a_registration_of_before_issue_22_and_init_replaces_it(
 
     subprocess.run([KEEL, "init", "--agent", "claude"], cwd=ws, env=env, check=True)
     commands = [c for _, _, c in registered_hooks(ws, "claude")]
-    assert len(commands) == len(json.loads((ws / ".claude/settings.json").read_text())["hooks"])
-    assert all(command_words(c)[1:4] == ["-I", "-S", LAUNCHER] for c in commands)
+    assert len(commands) == len(
+        json.loads((ws / ".claude/settings.local.json").read_text())["hooks"]
+    )
+    assert all(command_words(c)[1:5] == ["-I", "-S", "-c", HOOK_PROGRAM] for c in commands)
     assert _answer(_hook(commands[0], ws, ws, env, DANGEROUS))[0] == "deny"
     assert _ran(marks) == []
     again = subprocess.run([KEEL, "doctor", "--json"], cwd=ws, env=env, capture_output=True)

@@ -126,15 +126,17 @@ def test_the_proxy_refuses_another_port_of_a_bare_host_and_names_the_entry(
         assert ssh.hits == 0
     body = (
         f"keel: {target} refused: only ports 80 and 443 of 'localhost' are allowed; "
-        f'add "{target}" to [policy] network_allow in keel.toml [network.port_not_allowed]\n'
+        f'add "{target}" to [policy] network_allow in keel.toml, or run `keel allow-host '
+        f"{target}` [network.port_not_allowed]\n"
     )
     assert refused == ("HTTP/1.1 403 Forbidden", body)
     assert forwarded == ("HTTP/1.1 403 Forbidden", body)
     # a host not on the list at all: its own reason, and what would allow it
     assert unlisted == (
         "HTTP/1.1 403 Forbidden",
-        "keel: evil.test:443 refused: evil.test is not on the network allowlist; add the host "
-        "to [policy] network_allow in keel.toml [network.not_allowed]\n",
+        "keel: evil.test:443 refused: evil.test is not on the network allowlist; add "
+        '"evil.test" to [policy] network_allow in keel.toml, or run `keel allow-host '
+        "evil.test` [network.not_allowed]\n",
     )
     assert [(d.host, d.port, d.allowed, d.rule) for d in proxy.decisions] == [
         ("localhost", ssh.port, False, "network.port_not_allowed"),
@@ -185,7 +187,10 @@ def test_a_contained_command_reaches_another_port_only_once_it_is_named(workdir:
         assert ssh.hits >= 1, (allowed.stdout, allowed.stderr)
     assert refused.returncode == 0, refused.stderr
     assert "CONNECT HTTP/1.1 403 Forbidden" in refused.stdout
-    named = f'add "{target}" to [policy] network_allow in keel.toml [network.port_not_allowed]'
+    named = (
+        f'add "{target}" to [policy] network_allow in keel.toml, or run `keel allow-host '
+        f"{target}` [network.port_not_allowed]"
+    )
     assert named in refused.stdout
     assert f"GET 403 keel: {target} refused: only ports 80 and 443" in refused.stdout
     if curl:

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import http.server
 import io
+import json
 import os
 import socket
 import subprocess
 import sys
 import threading
+import time
 import zipfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -220,3 +223,25 @@ def require_backend(backend: str) -> None:
         if os.environ.get("KEEL_REQUIRE_ALL") == "1":
             pytest.fail(f"required in CI: keel exec with {backend}: {reason}")
         pytest.skip(f"keel exec with {backend} is unavailable here: {reason}")
+
+
+def journal_events(box: Box, kind: str, count: int, limit: float = 60.0) -> list[dict[str, Any]]:
+    """The payloads of ``kind`` events of the session keel-exec, once ``count`` are there.
+
+    ``keel exec`` journals a run from a detached fork once it is over, and the daemon a
+    refusal from its own thread: they may land a moment after the run returned.
+    """
+    deadline = time.monotonic() + limit
+    while True:
+        done = subprocess.run(
+            [KEEL, "--workspace", str(box.ws), "log", "-s", "keel-exec", "--json"],
+            env=box.env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        events = json.loads(done.stdout)["events"] if done.returncode == 0 else []
+        found = [e["payload"]["data"] for e in events if e["kind"] == kind]
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)

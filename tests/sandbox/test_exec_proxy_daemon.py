@@ -19,11 +19,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from exec_helpers import Box, canary
+from exec_helpers import Box, canary, journal_events
 
 from _support import KEEL, keel_env
 from keel.core.daemon import RECORD_NAME, process_start, read_record
 from keel.sandbox import run_contained
+from keel.sandbox.exec._pidns import supported
 
 _CONNECT = """
 import socket, sys
@@ -135,6 +136,22 @@ def test_the_daemon_returns_each_runs_decisions(
         ("127.0.0.1", other.port, False, "network.port_not_allowed")
     ]
     assert _helpers_of(daemon.pid)
+
+
+def test_the_daemon_journals_each_refusal_with_the_runs_command(
+    bwrap_box: Box, daemon: subprocess.Popen[bytes]
+) -> None:
+    with canary() as other:
+        _allow(bwrap_box, "127.0.0.1:1")
+        target = f"127.0.0.1:{other.port}"
+        refused = bwrap_box.run("/usr/bin/python3", "-c", _CONNECT, target)
+        assert other.hits == 0
+    assert refused.stdout.startswith("HTTP/1.1 403"), refused.stderr
+    [denied] = journal_events(bwrap_box, "network.denied", 1)
+    assert (denied["host"], denied["port"]) == ("127.0.0.1", other.port)
+    assert denied["command"] == ["/usr/bin/python3", "-c", _CONNECT, target]  # its record's
+    assert f"keel allow-host {target}" in denied["reason"]
+    assert _helpers_of(daemon.pid)  # the daemon served (and journaled) it
 
 
 def test_the_daemon_proxy_enforces_the_current_keel_toml(
@@ -255,6 +272,8 @@ def test_a_run_the_daemon_serves_loads_no_proxy_of_its_own(
     assert done.returncode == 0, done.stderr
     imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if "|" in line}
     assert "keel.sandbox.exec._proxyd" in imported  # it asked the daemon
-    own = {"keel.sandbox.exec._proxy", "keel.sandbox.exec._netns", "_ctypes", "threading"}
+    own = {"keel.sandbox.exec._proxy", "threading"}
+    if not (os.getuid() == 0 and supported()):  # root's runs join the pid namespace with them
+        own |= {"keel.sandbox.exec._netns", "_ctypes"}
     heavy = {"re", "json", "socket", "typing", "signal", "contextlib", "ctypes", "pydantic"}
     assert imported & (own | heavy) == set()

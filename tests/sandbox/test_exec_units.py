@@ -16,6 +16,7 @@ from keel.core.errors import ViewError
 from keel.policy import Policy
 from keel.sandbox import exec_argv, kill_contained
 from keel.sandbox.exec._environ import contained_env, kept
+from keel.sandbox.exec._pidns import pid_max_for, supported
 from keel.sandbox.exec._proxy import _parse, _split_host_port
 from keel.sandbox.exec._view import build_view, filter_git_config
 
@@ -173,6 +174,22 @@ def test_policy_host_check_honours_ports(workdir: Path) -> None:
     assert policy.check_host("127.0.0.1").decision == "deny"
     assert policy.check_host("a.example.org", 443).decision == "allow"
     assert policy.check_host("example.com", 443).decision == "deny"
+
+
+@pytest.mark.parametrize(
+    ("release", "per_namespace"),
+    [("6.14.0", True), ("6.18.44-fc-v1045", True), ("6.14.0-rc1+", True), ("7.0.1", True),
+     ("6.13.12-200.fc41.x86_64", False), ("5.15.0-91-generic", False), ("6", False), ("x", False)],
+)  # fmt: skip
+def test_the_pid_namespace_cap_is_tried_only_where_pid_max_is_per_namespace(
+    release: str, per_namespace: bool
+) -> None:
+    assert supported(release) is per_namespace
+
+
+def test_the_pid_namespace_cap_lets_the_command_run_its_processes() -> None:
+    assert pid_max_for(4096) == 4098  # pid 1 is bwrap's init; pids start at 1
+    assert pid_max_for(16) == 301  # the kernel's floor
 
 
 def test_cli_parse() -> None:

@@ -261,12 +261,16 @@ def test_a_missing_object_is_workspace_corrupt(workdir: Path) -> None:
     agent_call(cps, "s", "t", lambda: (root / "README.md").write_text("agent\n"))
     sha = cps.git.run("rev-parse", f"{cps.history()[0].tree}:README.md").decode().strip()
     (cps.git_dir / "objects" / sha[:2] / sha[2:]).unlink()
+    target = cps.resolve(session_id="s")
     with pytest.raises(WorkspaceError) as info:
-        cps.rollback(cps.resolve(session_id="s"))
-    assert (info.value.code, info.value.message) == (
-        "workspace.corrupt",
-        f"checkpoint object {sha} is missing",
+        cps.rollback(target)
+    assert info.value.code == "workspace.corrupt"
+    assert info.value.context["checkpoint"] == target.short
+    assert info.value.message.startswith(
+        f"cannot roll back to checkpoint {target.short}: it is damaged, the checkpoint store "
+        f"lost the saved copy of README.md (blob {sha[:12]})"
     )
+    assert info.value.context["missing"] == [{"oid": sha, "kind": "blob", "path": "README.md"}]
     assert (root / "README.md").read_text() == "agent\n"
 
 

@@ -54,10 +54,12 @@ def test_create_list_diff_rollback(cli: Invoke, ws: Path) -> None:
     assert "+y = 2" in diff.output and "new.txt" in diff.output
     stat = cli("diff", cp["short"], "--stat")
     assert "added" in stat.output and "modified" in stat.output
-    # a manual checkpoint and changes by nobody's agent: rollback keeps them, --force resets
+    # a manual checkpoint and changes by nobody's agent: rollback refuses, --force resets
     kept = cli("rollback", "--last", "--json")
-    assert kept.exit_code == 0, kept.output
-    assert sorted(json.loads(kept.output)["kept"]) == ["app.py", "new.txt"]
+    assert kept.exit_code == 1, kept.output
+    error = json.loads(kept.stderr)["error"]
+    assert error["code"] == "workspace.nothing_to_roll_back"
+    assert error["files"] == ["app.py", "new.txt"]
     forced = cli("rollback", cp["short"], "--force")
     assert forced.exit_code == 0, forced.output
     assert (ws / "app.py").read_text() == "x = 1\n"

@@ -73,6 +73,29 @@ def workspace_root(ctx: typer.Context, workspace: Path | None = None) -> Path:
     return root
 
 
+def named_workspace(ctx: typer.Context, workspace: Path | None = None) -> bool:
+    """Whether the user named the workspace: the command's ``--workspace`` or the global one."""
+    return bool(workspace or (ctx.obj or {}).get("workspace"))
+
+
+def existing_workspace(ctx: typer.Context, workspace: Path | None, command: str) -> Path:
+    """``workspace_root``, refused when it is no workspace and ``--workspace`` did not name it.
+
+    For the commands that must not act where no agent works: ``keel stop`` (a stop nobody
+    sees) and ``keel checkpoint create`` (a snapshot of a whole unrelated directory).
+
+    Raises:
+        UsageError: ``usage.no_workspace`` naming the workspaces below
+            (``keel.lifecycle.require_workspace``), before anything is written.
+    """
+    root = workspace_root(ctx, workspace)
+    if not named_workspace(ctx, workspace):
+        from keel.lifecycle import require_workspace
+
+        require_workspace(root, command=command)
+    return root
+
+
 def fail(
     error: KeelError | str, *, as_json: bool = False, exit_code: int | None = None
 ) -> NoReturn:

@@ -32,7 +32,10 @@ they allow into this.
                      files) to .keel/exec/reports/ID.json, for the hook that rewrote the call
 
 Exit: the command's own code, or 123 control files quarantined, 124 timeout, 125 cannot
-contain, 126 emergency stop, 127 not found, 2 usage.
+contain, 126 emergency stop (set before the run, or `keel stop` killed it), 127 not found,
+2 usage. Every run is journaled (session keel-exec: argv, exit code, duration, quarantined
+files), and so is every connection the proxy refused (host, port, command); a refusal names
+the network_allow entry that would allow it (`keel allow-host HOST[:PORT]` adds it).
 
 Examples:
   keel exec -- pytest -q
@@ -111,6 +114,7 @@ def main(args: list[str]) -> int:
             backend=backend,
             report=report,
             decisions=False,  # shown nowhere here (the proxy log has them)
+            detach_journal=True,  # the journal's imports would cost more than the run
         )
     except KeyboardInterrupt:  # before the handlers were in place: nothing was started
         return 130

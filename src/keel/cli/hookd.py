@@ -18,6 +18,7 @@ from keel.cli._common import (
     WorkspaceOpt,
     examples,
     fail,
+    one_line,
     print_json,
     workspace_root,
 )
@@ -56,33 +57,42 @@ def run(
     try:
         preload()
         code = serve(root, idle=idle)
+    except KeelError as err:  # e.g. what is at the socket path cannot be moved aside
+        fail(err)
     except OSError as exc:
         fail(WorkspaceError(f"cannot serve {root}: {exc}", code="workspace.hookd"))
     raise typer.Exit(code)
 
 
 def status(ctx: typer.Context, workspace: WorkspaceOpt = None, as_json: JsonOpt = False) -> None:
-    """Whether a daemon serves the workspace.
+    """Whether a daemon serves the workspace, and what keeps one from it.
 
-    --json prints {"root", "running", "socket", "enabled"}.
+    --json prints {"root", "running", "socket", "enabled", "problem"}: "problem" is null,
+    or the error ({"code", "message", "path", "kind", "reason", "fix"}) of something at the
+    socket path that is no socket.
     """
     from keel.hook.relay import daemon_enabled as enabled
-    from keel.hook.server import daemon_running, socket_path
+    from keel.hook.server import daemon_running, socket_path, socket_problem
 
     try:
         root = workspace_root(ctx, workspace)
     except KeelError as err:
         fail(err, as_json=as_json)
+    problem = socket_problem(root)
     info = {
         "root": str(root),
         "running": daemon_running(root),
         "socket": str(socket_path(root)),
         "enabled": enabled(),
+        "problem": None if problem is None else problem.to_dict(),
     }
     if as_json:
         print_json(info)
         return
-    typer.echo(f"hookd {'running' if info['running'] else 'not running'} for {root}")
+    line = f"hookd {'running' if info['running'] else 'not running'} for {root}"
+    if problem is not None:
+        line += f": {one_line(problem.message)} [{problem.code}]"
+    typer.echo(line)
 
 
 def stop(ctx: typer.Context, workspace: WorkspaceOpt = None, as_json: JsonOpt = False) -> None:

@@ -40,7 +40,7 @@ def register(app: typer.Typer) -> None:
         "init",
         epilog=examples(
             "keel init --agent claude --scope 'src/**,tests/**'",
-            "keel init --agent claude --local      # .claude/settings.local.json, not shared",
+            "keel init --agent claude --shared     # .claude/settings.json, for the team",
             "keel init --agent codex --trust       # also trust the project in ~/.codex",
             "keel init --agent gemini --remove",
             "keel init --agent claude --json      # what was written, as one JSON object",
@@ -69,12 +69,22 @@ def init(
     force: Annotated[
         bool, typer.Option("--force", help="Overwrite an existing keel.toml.")
     ] = False,
+    shared: Annotated[
+        bool,
+        typer.Option(
+            "--shared",
+            help="With --agent: register in the project file to commit (.claude/settings.json, "
+            ".codex/hooks.json, .gemini/settings.json) a command that runs keel from PATH, for "
+            "every teammate; a teammate without keel gets each tool call blocked, with the "
+            "command that installs it. Default: per-user, kept out of git.",
+        ),
+    ] = False,
     local: Annotated[
         bool,
         typer.Option(
             "--local",
-            help="With --agent claude: register in .claude/settings.local.json (personal, "
-            "not shared) instead of .claude/settings.json.",
+            hidden=True,
+            help="The default now (a per-user registration); kept for old scripts.",
         ),
     ] = False,
     trust: Annotated[
@@ -97,9 +107,13 @@ def init(
 ) -> None:
     """Write a commented keel.toml and .keel/, git-ignore .keel/, and optionally register hooks.
 
-    With --agent, the client's own permission rules (Claude Code's permissions.allow/ask/deny,
-    Codex's execpolicy prefix_rule files) go into the keel.toml written, and the ones keel
-    cannot express are listed. Then run `keel doctor` to check the guard end to end.
+    With --agent, keel's hooks are registered per-user: this machine's keel, in
+    .claude/settings.local.json (Claude Code) or the project file (Codex, Gemini CLI), listed in
+    .git/info/exclude so that it is never committed; --shared registers, for the whole team, a
+    command that runs keel from PATH. The client's own permission rules (Claude Code's
+    permissions.allow/ask/deny, Codex's execpolicy prefix_rule files) go into the keel.toml
+    written, and the ones keel cannot express are listed. Then run `keel doctor` to check the
+    guard end to end.
     """
     from keel.init import init_workspace
 
@@ -111,7 +125,7 @@ def init(
         for glob in globs or []:
             if utf8_text(glob) != glob:
                 raise UsageError(f"--scope {utf8_text(glob)!r} is not valid UTF-8")
-        _check_options(agent, remove=remove, local=local, trust=trust)
+        _check_options(agent, remove=remove, local=local, trust=trust, shared=shared)
         if remove:
             _remove(out, root, str(agent))
             _finish(out, root, agent)
@@ -148,12 +162,7 @@ def init(
         if rules:
             _report_rules(out, rules, str(agent), written=result.wrote_config)
         if agent:
-            from keel.hook.install import default_keel_command, install_hooks
-
-            paths = install_hooks(root, agent, keel_command=default_keel_command(), local=local)
-            out.data["hooks"] = [str(p) for p in paths]
-            for path in paths:
-                out.say(f"registered keel's {agent} hooks in {path}")
+            _install(out, root, agent, shared=shared)
         _register(out, root, agent)
         if agent == "codex":
             _codex_trust(out, root, trust)
@@ -169,16 +178,27 @@ def _finish(out: _Report, root: Path, agent: str | None) -> None:
         print_json({"root": str(root), "agent": agent, **out.data})
 
 
-def _check_options(agent: str | None, *, remove: bool, local: bool, trust: bool) -> None:
+def _check_options(
+    agent: str | None, *, remove: bool, local: bool, trust: bool, shared: bool
+) -> None:
     from keel.hook.protocol import AGENTS
 
     if agent is not None and agent not in AGENTS:
         raise UsageError(f"unknown agent {agent!r}; choose one of {', '.join(AGENTS)}")
     if remove and not agent:
         raise UsageError("--remove needs --agent")
-    if local and agent != "claude":
+    if (shared or local) and not agent:
+        flag = "--shared" if shared else "--local"
+        raise UsageError(f"{flag} needs --agent", code="usage.shared")
+    if shared and local:
         raise UsageError(
-            "--local needs --agent claude (.claude/settings.local.json)", code="usage.local"
+            "--shared and --local do not go together (--local, per-user, is the default)",
+            code="usage.shared",
+        )
+    if shared and remove:
+        raise UsageError(
+            "--remove takes keel's hooks out of every file; it takes no --shared",
+            code="usage.shared",
         )
     if trust and agent != "codex":
         raise UsageError("--trust needs --agent codex", code="usage.trust")
@@ -186,13 +206,78 @@ def _check_options(agent: str | None, *, remove: bool, local: bool, trust: bool)
         raise UsageError("--trust and --remove do not go together", code="usage.trust")
 
 
-def _remove(out: _Report, root: Path, agent: str) -> None:
-    from keel.hook.install import remove_hooks, settings_files
+def _install(out: _Report, root: Path, agent: str, *, shared: bool) -> None:
+    from keel.hook.install import install_hooks, placement
 
+    team = placement(root, agent, ask_git=False)
+    if not shared and team is not None and team.shared:
+        # the team's committed registration guards this clone already; a per-user one would
+        # take it out of the shared file (a change to commit) or run every hook twice
+        out.data.update(hooks=[str(team.settings)], form="shared", kept=True)
+        out.say(
+            f"keel's {agent} hooks are registered for the team in {team.settings} (shared: keel "
+            f"from PATH); left as they are (keel init --agent {agent} --shared rewrites them)"
+        )
+        _warn_without_keel(out, root)
+        return
+    (path,) = install_hooks(root, agent, shared=shared)
+    where = placement(root, agent)
+    out.data["hooks"] = [str(path)]
+    out.data["form"] = "shared" if shared else "per-user"
+    out.data["git_exclude"] = str(where.exclude) if where and where.exclude else None
+    out.data["tracked"] = where.tracked if where else None
+    rel = path.relative_to(root).as_posix()
+    if shared:
+        out.say(
+            f"registered keel's {agent} hooks in {path} (shared: commit it; the hooks run keel "
+            "from PATH, for every teammate who has keel, and block each tool call of one who "
+            "has not, saying how to install it)"
+        )
+        _warn_without_keel(out, root)
+        return
+    out.say(f"registered keel's {agent} hooks in {path} (per-user: this machine's keel)")
+    if where is None or not where.repository:
+        return
+    if where.tracked:
+        out.warn(
+            f"WARNING: git tracks {rel}: committing it would give every teammate keel's hook "
+            "with this machine's paths, which blocks each of their tool calls. Keep it out of "
+            f"your commits, or register the shared form: keel init --agent {agent} --shared"
+        )
+    elif where.exclude is not None:
+        out.say(f"{rel} is kept out of git: it is listed in {where.exclude}")
+    else:
+        out.warn(f"warning: could not list {rel} in .git/info/exclude: keep it out of commits")
+
+
+def _warn_without_keel(out: _Report, root: Path) -> None:
+    """Warn when no ``keel`` is on PATH for the shared command (its own rule: not the project's)."""
+    import os
+    import shutil
+
+    from keel.core.gitsafe import safe_path
+    from keel.hook.install import INSTALL_KEEL
+
+    search = safe_path(os.environ.get("PATH"), str(root))
+    if not search or shutil.which("keel", path=search) is None:
+        out.warn(
+            "warning: no keel on PATH (outside the project) here, so these hooks block every "
+            f"tool call on this machine until there is: {INSTALL_KEEL}"
+        )
+
+
+def _remove(out: _Report, root: Path, agent: str) -> None:
+    from keel.hook.gitexclude import listed
+    from keel.hook.install import recorded_exclude, remove_hooks, settings_files
+
+    exclude = recorded_exclude(root, agent)
     removed = remove_hooks(root, agent)
     out.data["removed"] = [str(p) for p in removed]
     for path in removed:
         out.say(f"removed keel's {agent} hooks from {path}")
+    if exclude is not None and not listed(*exclude):
+        out.data["removed_exclude"] = {"file": str(exclude[0]), "line": exclude[1]}
+        out.say(f"removed {exclude[1]} from {exclude[0]}")
     if not removed:
         files = ", ".join(str(root / rel) for rel in settings_files(agent))
         out.say(f"nothing to remove: keel's {agent} hooks are not registered in {files}")

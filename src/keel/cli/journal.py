@@ -2,19 +2,21 @@
 
 ``--json`` prints one object: ``log`` ``{"sessions": [...]}`` when it lists sessions, else
 ``{"session": {...} | null, "events": [...]}`` (as ``show``); ``verify`` the report
-(``{"ok", "events", "problems", ...}``).
+(``{"ok", "events", "problems", "acknowledged"}``, and ``"acknowledged_now"`` with
+``--acknowledge``).
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import os
 import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import typer
 
@@ -30,11 +32,12 @@ from keel.cli._common import (
     paint,
     print_json,
     read_only_journal,
+    utf8_text,
     workspace_root,
 )
-from keel.core.errors import JournalError, KeelError, UsageError
+from keel.core.errors import JournalError, KeelError, UsageError, UserError
 from keel.core.events import Event
-from keel.journal import journal_path, verify_journal
+from keel.journal import acknowledge_journal, journal_path, verify_journal
 
 T = TypeVar("T")
 
@@ -137,11 +140,72 @@ def _log(
         _echo_events(events, session=summary is None)
 
 
-def _show(root: Path, session: str, as_json: bool, full: bool = False) -> None:
+def _latest_session(journal: Any) -> str:
+    """The session with the most recent event (keel's own, ``is_own_session``, left out).
+
+    Raises:
+        UserError: the journal has no session (``journal.empty``).
+    """
+    from keel.core.events import is_own_session
+
+    sessions = [s for s in journal.sessions() if not is_own_session(s.session_id)]
+    if not sessions:
+        raise UserError("nothing in the journal yet: no session to show", code="journal.empty")
+    return max(sessions, key=lambda s: s.last_ts).session_id
+
+
+FOLLOW_INTERVAL = 0.5
+"""Seconds between two looks at the journal under ``keel log --follow``."""
+
+
+def _follow(
+    root: Path,
+    session: str | None,
+    as_json: bool,
+    since_text: str | None,
+    decision: list[str] | None,
+    limit: int | None,
+) -> None:
+    """Print the matching events, then each new one as it is journaled, until interrupted.
+
+    ``--json`` prints one event object a line (JSON Lines). The journal is opened afresh for
+    every look, so a journal made after the start (the first hook call) is found too.
+    """
+    from keel.journal.timeline import filter_events, parse_since, resolve_session
+
+    since = parse_since(since_text, time.time()) if since_text is not None else None
+    decisions = _decisions(decision)
+    kinds = ["decision"] if decisions is not None else None
+    session_id: str | None = None
+    last_seq, first = 0, True
+    try:
+        while True:
+            with read_only_journal(root) as journal:
+                if session is not None and session_id is None:
+                    session_id = resolve_session(journal, session).session_id
+                found = journal.events(session_id=session_id, kinds=kinds, after_seq=last_seq)
+                events = list(filter_events(found, since=since, decisions=decisions))
+            if first:
+                events, first = _last(events, limit), False
+            for event in events:
+                if as_json:
+                    sys.stdout.write(json.dumps(event.to_dict(), default=str) + "\n")
+                else:
+                    _echo_events([event], session=session_id is None)
+                last_seq = max(last_seq, event.seq)
+            sys.stdout.flush()
+            time.sleep(FOLLOW_INTERVAL)
+    except KeyboardInterrupt:
+        return
+
+
+def _show(root: Path, session: str | None, as_json: bool, full: bool = False) -> None:
     from keel.journal.timeline import render_full, render_header, resolve_session
 
     with read_only_journal(root) as journal:
-        summary = resolve_session(journal, session)
+        summary = resolve_session(
+            journal, session if session is not None else _latest_session(journal)
+        )
         events = list(journal.events(session_id=summary.session_id))
         if as_json:
             print_json({"session": summary.to_dict(), "events": [e.to_dict() for e in events]})
@@ -159,14 +223,39 @@ def _show(root: Path, session: str, as_json: bool, full: bool = False) -> None:
             echo(("\n" if i else "") + paint(head, style, color) + "\n" + rest, nl=False)
 
 
-def _verify(root: Path, as_json: bool) -> None:
+_INCIDENT_CODES = ("journal.break", "journal.head_unrecorded")
+
+
+def _verify(
+    root: Path, as_json: bool, acknowledge: bool = False, reason: str | None = None
+) -> None:
     from keel.journal.timeline import render_problems
 
     report = verify_journal(root)
+    now = []
+    if acknowledge:
+        from keel.core.stop import current_user
+
+        why = utf8_text(reason) if reason else None
+        now = acknowledge_journal(root, report, why, current_user())
+        if now:
+            report = verify_journal(root)
     if as_json:
-        print_json(report.to_dict())
+        data = report.to_dict()
+        if acknowledge:
+            data["acknowledged_now"] = [i.to_dict() for i in now]
+        print_json(data)
     else:
-        typer.echo(render_problems(report.problems, report.events), nl=False)
+        typer.echo(render_problems(report.problems, report.events, report.acknowledged), nl=False)
+        if acknowledge:
+            done = ", ".join(f"seq {i.seq} ({i.code})" for i in now)
+            typer.echo(f"acknowledged: {done}" if now else "nothing to acknowledge", err=True)
+        elif any(p.code in _INCIDENT_CODES for p in report.problems):
+            typer.echo(
+                'seen them? `keel verify --acknowledge --reason "..."` records that you have; '
+                "verify then passes until the next one",
+                err=True,
+            )
     if not report.ok:
         raise typer.Exit(1)
 
@@ -218,6 +307,7 @@ def register(app: typer.Typer) -> None:
             "keel log --since 2h               # sessions active in the last two hours",
             "keel log -s 3f2a --decision deny  # what keel denied in one session",
             "keel log --decision deny,ask --since 2024-05-01 --json",
+            "keel log --follow --decision deny  # each denial as it happens",
         ),
     )
     def log_cmd(
@@ -227,21 +317,36 @@ def register(app: typer.Typer) -> None:
         decision: DecisionOpt = None,
         as_json: JsonOpt = False,
         limit: LimitOpt = None,
+        follow: Annotated[
+            bool,
+            typer.Option(
+                "--follow",
+                "-f",
+                help="Print events as they are journaled (all sessions, or --session's), "
+                "until Ctrl-C.",
+            ),
+        ] = False,
         workspace: WorkspaceOpt = None,
     ) -> None:
         """List the sessions in the journal, or events: one session's, or decisions.
 
         --json prints {"sessions": [...]} for sessions, {"session": ..., "events": [...]}
-        for events ("session" is null across sessions).
+        for events ("session" is null across sessions); with --follow, one event object a
+        line (JSON Lines).
         """
         try:
-            _log(workspace_root(ctx, workspace), session, as_json, limit, since, decision)
+            root = workspace_root(ctx, workspace)
+            if follow:
+                _follow(root, session, as_json, since, decision, limit)
+            else:
+                _log(root, session, as_json, limit, since, decision)
         except KeelError as err:
             fail(err, as_json=as_json)
 
     @app.command(
         "show",
         epilog=examples(
+            "keel show                 # the latest session",
             "keel show 3f2a            # the timeline of the session whose id starts 3f2a",
             "keel show 3f2a --full     # every field of every event, nothing cut",
             "keel show 3f2a --json",
@@ -249,7 +354,10 @@ def register(app: typer.Typer) -> None:
     )
     def show_cmd(
         ctx: typer.Context,
-        session: Annotated[str, typer.Argument(help="A session id or a unique prefix of one.")],
+        session: Annotated[
+            str | None,
+            typer.Argument(help="A session id or a unique prefix of one (default: the latest)."),
+        ] = None,
         full: Annotated[
             bool,
             typer.Option("--full", help="Every field of every event, one per line, not cut."),
@@ -266,19 +374,46 @@ def register(app: typer.Typer) -> None:
         except KeelError as err:
             fail(err, as_json=as_json)
 
-    @app.command("verify", epilog=examples("keel verify", "keel verify --json"))
+    @app.command(
+        "verify",
+        epilog=examples(
+            "keel verify",
+            "keel verify --json",
+            'keel verify --acknowledge --reason "restored from backup"  # seen the break',
+        ),
+    )
     def verify_cmd(
         ctx: typer.Context,
+        acknowledge: Annotated[
+            bool,
+            typer.Option(
+                "--acknowledge",
+                help="Record (journaled, keyed, with your name) that you have seen the breaks "
+                "and unrecorded heads listed; they stay listed but no longer fail. A later "
+                "one fails again.",
+            ),
+        ] = False,
+        reason: Annotated[
+            str | None,
+            typer.Option("--reason", help="With --acknowledge: why, kept with it."),
+        ] = None,
         as_json: JsonOpt = False,
         workspace: WorkspaceOpt = None,
     ) -> None:
-        """Check the journal's keyed chain, its recorded head and its breaks; exit 1 naming each.
+        """Check the journal's keyed chain, its recorded head, the file and its incidents.
 
-        Read-only: a broken journal is reported and left where it is (the next decision moves
-        it aside and records the break, which verify then keeps reporting).
+        Exits 1 naming each problem: a broken or unkeyed link, a head that disagrees with (or
+        is missing from) the record kept outside the workspace, damage SQLite's integrity
+        check finds, and every break or unrecorded head not acknowledged yet.
+
+        Read-only without --acknowledge: a broken journal is reported and left where it is
+        (the next decision moves it aside and records the break, which verify then keeps
+        reporting until you acknowledge it).
         """
         try:
-            _verify(workspace_root(ctx, workspace), as_json)
+            if reason is not None and not acknowledge:
+                raise UsageError("--reason goes with --acknowledge", code="usage.reason")
+            _verify(workspace_root(ctx, workspace), as_json, acknowledge, reason)
         except KeelError as err:
             fail(err, as_json=as_json)
 

@@ -32,7 +32,9 @@ app = typer.Typer(
 COMMAND_MODULES = (
     "init",
     "doctor",
+    "install",
     "policy",
+    "allow_host",
     "stop",
     "journal",
     "workspace",

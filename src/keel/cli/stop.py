@@ -11,7 +11,9 @@ from keel.cli._common import (
     JsonOpt,
     WorkspaceOpt,
     examples,
+    existing_workspace,
     fail,
+    named_workspace,
     print_json,
     utf8_text,
     workspace_root,
@@ -34,10 +36,6 @@ def register(app: typer.Typer) -> None:
     app.command("status", epilog=examples("keel status", "keel status --json"))(status)
 
 
-def _explicit(ctx: typer.Context, workspace: Path | None) -> bool:
-    return bool(workspace or (ctx.obj or {}).get("workspace"))
-
-
 def stop(
     ctx: typer.Context,
     reason: Annotated[
@@ -58,21 +56,17 @@ def stop(
     --json prints {"root", "stop", "killed"}; with --all {"workspaces": [{"root", "stopped",
     "detail", "killed"}]}.
     """
-    from keel.lifecycle import emergency_stop, require_workspace
-    from keel.sandbox import kill_contained
+    from keel.lifecycle import stop_workspace
 
     why = utf8_text(reason) if reason else reason
     if all_workspaces:
         _stop_all(ctx, workspace, why, as_json)
         return
     try:
-        root = workspace_root(ctx, workspace)
-        if not _explicit(ctx, workspace):
-            require_workspace(root)
-        status = emergency_stop(root, why)
+        root = existing_workspace(ctx, workspace, "keel stop")
+        status, killed = stop_workspace(root, why)
     except KeelError as err:
         fail(err, as_json=as_json)
-    killed = kill_contained(root)
     if as_json:
         print_json({"root": str(root), "stop": status.to_dict(), "killed": killed})
         return
@@ -86,7 +80,7 @@ def _stop_all(
 ) -> None:
     from keel.lifecycle import stop_all
 
-    if _explicit(ctx, workspace):
+    if named_workspace(ctx, workspace):
         fail(
             UsageError("--all stops every registered workspace; leave out --workspace"),
             as_json=as_json,
@@ -143,7 +137,7 @@ def resume(
 
     try:
         if all_workspaces:
-            if session or _explicit(ctx, workspace):
+            if session or named_workspace(ctx, workspace):
                 raise UsageError("--all clears every registered workspace's emergency stop only")
             cleared = resume_all()
             if as_json:

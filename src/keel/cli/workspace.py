@@ -23,6 +23,7 @@ from keel.cli._common import (
     color_enabled,
     echo,
     examples,
+    existing_workspace,
     fail,
     one_line,
     paint,
@@ -36,6 +37,8 @@ from keel.cli._common import (
 from keel.core.errors import KeelError, UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from keel.workspace import Checkpoints
 
 checkpoint_app = typer.Typer(
@@ -96,11 +99,15 @@ def checkpoint_create(
     workspace: WorkspaceOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Take a checkpoint of the workspace now."""
+    """Take a checkpoint of the workspace now.
+
+    Outside a workspace (no keel.toml and no git repository here or above) this is an error
+    that names the workspaces below, and nothing is written; -w DIR snapshots DIR anyway.
+    """
     from keel.workspace.service import open_checkpoints
 
     try:
-        cps = open_checkpoints(workspace_root(ctx, workspace))
+        cps = open_checkpoints(existing_workspace(ctx, workspace, "keel checkpoint create"))
         with progress("taking a checkpoint") as shown:
             cps.on_progress = shown.update
             cp = cps.create(label=utf8_text(label) if label else label)
@@ -168,7 +175,8 @@ def diff(
     """Show what changed since a checkpoint, including changes made by shell commands.
 
     Without CHECKPOINT: since the first checkpoint of --session, else since the last undo
-    point (what `keel rollback --last` would undo).
+    point (what `keel rollback --last` would undo). Changed files outside [scope] are named
+    first (on stderr; "outside_scope" in --json).
     """
     from keel.workspace.service import open_checkpoints, scope_checker
 
@@ -176,7 +184,7 @@ def diff(
         root = workspace_root(ctx, workspace)
         cps = open_checkpoints(root, journal=False)
         target = cps.resolve(checkpoint, session_id=_session(root, cps, session))
-        in_scope = scope_checker(root) if outside_scope else None
+        in_scope = scope_checker(root) if outside_scope else _scope_if_readable(root)
         with progress(f"comparing with checkpoint {target.short}") as shown:
             cps.on_progress = shown.update
             result = cps.diff(target, patch=not (stat or outside_scope), in_scope=in_scope)
@@ -198,6 +206,8 @@ def diff(
             f"(prompt files): {', '.join(prompts)}",
             err=True,
         )
+    if result.outside_scope:
+        typer.echo(f"outside [scope]: {', '.join(result.outside_scope)}", err=True)
     typer.echo(f"changes since checkpoint {target.short} ({target.kind}):", err=True)
     color = color_enabled(sys.stdout)
     if stat or not result.patch:
@@ -209,6 +219,16 @@ def diff(
             typer.echo("  (none)")
         return
     sys.stdout.write(paint_diff(result.patch, color))
+
+
+def _scope_if_readable(root: Path) -> Callable[[str], bool] | None:
+    """``[scope]`` of ``root``, or None when keel.toml cannot be read (the diff still shows)."""
+    from keel.workspace.service import scope_checker
+
+    try:
+        return scope_checker(root)
+    except KeelError:
+        return None
 
 
 def rollback(
@@ -241,7 +261,9 @@ def rollback(
 
     Files only you (or another session) changed are left alone; a file both the agent and
     someone else changed makes the rollback refuse, naming it (a dry run refuses the same
-    way). The rollback can be undone.
+    way), and so does a rollback with nothing of the agent's to undo while you changed files
+    (--force resets them). Nothing changed since the checkpoint: nothing is done (no
+    checkpoint). The rollback can be undone.
 
     --json prints {"dry_run", "target", "undo", "after", "restored", "deleted",
     "overwritten", "kept"}; "undo" and "after" are null in a dry run.
@@ -262,6 +284,9 @@ def rollback(
         fail(err, as_json=as_json)
     if as_json:
         print_json(result.to_dict())
+        return
+    if result.noop:
+        typer.echo(f"nothing changed since checkpoint {target.short}: nothing to roll back")
         return
     restored, deleted = len(result.restored), len(result.deleted)
     if dry_run:

@@ -43,7 +43,12 @@ EventKind = Literal[
     "resume",
     "config",
     "error",
+    "exec",
+    "network.denied",
+    "scope.outside",
     "journal.break",
+    "journal.head_unrecorded",
+    "journal.acknowledged",
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 
@@ -201,6 +206,20 @@ journaled like any call, kept out of ``keel monitor scan``."""
 def is_probe_session(session_id: str) -> bool:
     """True for a session of ``keel doctor``'s probe (``PROBE_SESSION_PREFIX``)."""
     return session_id.startswith(PROBE_SESSION_PREFIX)
+
+
+EXEC_SESSION = "keel-exec"
+"""The session of ``keel exec``'s records: each run (``exec``) and each connection its proxy
+refused (``network.denied``), whoever ran the command."""
+
+
+def is_own_session(session_id: str) -> bool:
+    """True for keel's own records rather than an agent's run.
+
+    ``keel doctor``'s probes and ``keel exec``'s runs: left out of ``keel monitor scan`` and
+    of the latest session unless named.
+    """
+    return is_probe_session(session_id) or session_id == EXEC_SESSION
 
 
 def new_trace_id() -> str:

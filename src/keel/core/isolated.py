@@ -1,8 +1,10 @@
 """keel's own processes, started isolated from the workspace (``launcher_argv``).
 
-Every Python process keel starts of its own (the hook command ``keel init`` registers,
-``keel hookd``, ``keel exec``, ``keel wrap``'s decision process, the ``keel`` command line
-when it must start again) runs ``python -I [-S] <keel>/_launch.py ENTRY ARGS...``:
+Every Python process keel starts of its own (``keel hookd``, ``keel exec``, ``keel wrap``'s
+decision process, the ``keel`` command line when it must start again) runs
+``python -I [-S] <keel>/_launch.py ENTRY ARGS...``. (The hook command ``keel init`` registers
+is ``python -I -S -c`` with a fixed program instead, which names no path a reinstall of keel
+moves: ``keel.hook.install.default_keel_command``.)
 
 - ``-I``, isolated mode: neither the current directory nor the script's directory is put on
   ``sys.path``, and ``PYTHON*`` variables and the user's site-packages are ignored. The clients

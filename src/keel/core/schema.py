@@ -475,7 +475,8 @@ class SandboxConfig(Section):
     exec_memory_mb: int = setting(default=0, ge=0)
     """``keel exec``: RLIMIT_AS in MiB; 0 means no limit (JVM, Go and node reserve large ranges)."""
     exec_max_processes: int = setting(default=4096, ge=16)
-    """``keel exec``: RLIMIT_NPROC (not enforced by the kernel for root)."""
+    """``keel exec``: RLIMIT_NPROC; root, which it does not bind, gets the sandbox's own pid
+    namespace limit instead (bwrap, Linux 6.14 and later; at least 299)."""
     exec_max_open_files: int = setting(default=8192, ge=64)
     """``keel exec``: RLIMIT_NOFILE (clamped to the current hard limit)."""
 

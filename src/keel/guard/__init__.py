@@ -89,6 +89,8 @@ __all__ = [
 CHANGING_KINDS = frozenset({"write", "edit", "exec"})
 INSIDE_WRAP = "the whole client runs inside keel wrap"
 MAX_OUTPUT_JOURNALED = 4000
+JOURNAL_PATHS_CAP = 200
+"""At most this many paths in one ``scope.outside`` event (``total`` has the count)."""
 
 
 class Guard:
@@ -410,11 +412,17 @@ class Guard:
             events.append(bypass)
         left = self._left_behind(result)
         result = _as_written(result)
+        changed: tuple[str, ...] = ()
         if self._checkpointing() and result.kind in CHANGING_KINDS:
-            events.extend(self._checkpoint_after(result, commit_by))
+            after, changed = self._checkpoint_after(result, commit_by)
+            events.extend(after)
+        changed = changed if result.kind == "exec" else ()  # a file tool's paths were judged
+        outside = self._outside_scope(result, changed)
+        if outside is not None:
+            events.append(outside)
         guidance = None
         if self.monitor is not None:
-            guidance = self.monitor.after_call(result)
+            guidance = self.monitor.after_call(result, changed)
             self._drain(events)
         if left is not None:
             events.append(("diagnostic", left[0]))
@@ -494,10 +502,14 @@ class Guard:
 
     def _checkpoint_after(
         self, result: ToolResult, commit_by: float | None
-    ) -> list[tuple[EventKind, Payload]]:
-        """The ``after`` checkpoint of a call that got a ``before`` one (or why it failed)."""
+    ) -> tuple[list[tuple[EventKind, Payload]], tuple[str, ...]]:
+        """The ``after`` checkpoint of a call that got a ``before`` one (or why it failed).
+
+        With the files changed since the checkpoint before it: what the call changed as it
+        ran (and whatever else changed the workspace meanwhile).
+        """
         if self.state.open_calls.pop(result.tool_use_id or "", None) is None:
-            return []
+            return [], ()
         from keel.core.events import DataPayload
         from keel.workspace.checkpoints import checkpoint_payload
 
@@ -510,8 +522,35 @@ class Guard:
             )
         except Exception as exc:  # the call already ran; losing "after" must not lose the result
             detail = f"{type(exc).__name__}: {exc}"
-            return [("error", DataPayload({"event": "checkpoint.after_failed", "detail": detail}))]
-        return [("checkpoint", checkpoint_payload(cp))]
+            failed = DataPayload({"event": "checkpoint.after_failed", "detail": detail})
+            return [("error", failed)], ()
+        return [("checkpoint", checkpoint_payload(cp))], cp.files
+
+    def _outside_scope(
+        self, result: ToolResult, changed: tuple[str, ...]
+    ) -> tuple[EventKind, Payload] | None:
+        """A ``scope.outside`` event naming what a shell command changed outside ``[scope]``.
+
+        A command line does not say every file it writes (``python3 -c ...``), so the policy
+        cannot judge them before it runs; the checkpoints see them after. Journaled whether or
+        not the monitor is on; not reverted (the user decides: ``keel diff``).
+        """
+        try:
+            outside = [p for p in changed if not self.policy.in_scope(p)]
+        except Exception as exc:  # the result must still be journaled
+            outside = [f"(could not check [scope]: {type(exc).__name__}: {exc})"]
+        if not outside:
+            return None
+        from keel.core.events import DataPayload
+
+        command = result.call.command if result.call is not None else None
+        data = {
+            "paths": outside[:JOURNAL_PATHS_CAP],
+            "total": len(outside),
+            "command": command,
+            "tool_use_id": result.tool_use_id,
+        }
+        return ("scope.outside", DataPayload(data))
 
     # -- finishing, notes and context -------------------------------------------------------
 

@@ -1,42 +1,75 @@
 """Registering keel's hooks in a client's project settings, and taking them out again.
 
-- Claude Code: ``.claude/settings.json``;
-- Codex CLI: ``.codex/hooks.json`` (same shape as Claude's ``hooks`` object);
-- Gemini CLI: ``.gemini/settings.json`` (timeouts in milliseconds, a ``name`` per hook).
+Two forms (``keel init --agent X`` and ``keel init --agent X --shared``):
+
+- **per-user** (the default): this machine's keel by absolute path, in a file that is not
+  committed. Claude Code: its personal ``.claude/settings.local.json``. Codex CLI and Gemini
+  CLI have no user-level place that applies to one project only (Codex 0.171.0's
+  ``[projects."<dir>"]`` holds only ``trust_level``; Gemini CLI 0.61.0 runs the hooks of
+  ``~/.gemini/settings.json`` in every project), so their project file (``.codex/hooks.json``,
+  ``.gemini/settings.json``) is used and listed in the repository's ``.git/info/exclude``
+  (``keel.hook.gitexclude``; never ``.gitignore``). Claude's personal file is listed too;
+- **shared**: the project file (``.claude/settings.json``, ``.codex/hooks.json``,
+  ``.gemini/settings.json``), to be committed, with a command that finds ``keel`` on ``PATH``
+  when it runs (``shared_command``), so it works for every teammate who has keel; for one who
+  has not, each tool call is blocked with the command that installs it.
 
 Installing merges: the user's own hooks and every other setting stay as they are, keel's
 entries are recognised by their command (``... hook EVENT --agent AGENT``) and replaced, never
-duplicated. Files and directories keel had to create are remembered in
+duplicated; keel's entries in the other form's file are taken out, so they never run twice.
+Files and directories keel had to create, and the exclude line it added, are remembered in
 ``.keel/installed-hooks.json`` so that ``remove_hooks`` undoes exactly what was added: keel's
-entries go, the user's stay, and a settings file keel created is deleted once it is empty.
+entries go, the user's stay, a settings file keel created is deleted once it is empty, and the
+exclude line keel added is taken out.
 
-The hook command is the real interpreter (or the console script next to it), never a shim
-on PATH: a pyenv shim adds about 50 ms to every tool call. The interpreter runs isolated from
-the workspace (``default_keel_command``): nothing the agent writes in the project is imported.
+**A per-user hook survives a reinstall of keel.** The command (``default_keel_command``) names
+no path a reinstall changes: the interpreter by its least versioned name in its directory
+(``<venv>/bin/python``, which ``pipx reinstall`` and ``uv tool upgrade`` recreate in place),
+and a fixed program (``HOOK_PROGRAM``, under ``-I -S -c``) that puts keel's import root on
+``sys.path`` with the ``pythonX.Y`` of that root's path filled in when it runs, so a venv
+rebuilt on another Python minor version (``lib/python3.12/site-packages``) is found. Before,
+the command named ``<venv>/lib/python3.11/site-packages/keel/_launch.py``, and a missing
+script makes Python exit with 2, the clients' "block" (even for a finish, which kept the
+agent going). ``-I`` keeps the workspace off ``sys.path`` under ``-c`` as for a script
+(Python 3.11's ``-I`` implies ``-P``); ``-S`` skips site (``keel.hook.main`` loads it only
+when the call is decided in process). The program is compiled on each start, as the launcher
+script was: it is a line, and the hook costs what it cost (bench/RESULTS.md).
 
-**A hook that stays on.** The command registered is the launcher followed by a shell fallback
-(``fail_closed_command``): keel's launcher exits only with 0 or 2, so any other status means
+The interpreter runs isolated from the workspace: nothing the agent writes in the project is
+imported. The shared command finds keel on ``PATH`` without the entries inside the project or
+relative ones (``keel.core.gitsafe.safe_path``'s rule: an activated ``.venv/bin`` is the
+agent's), so a ``keel`` the agent planted there is never what runs.
+
+**A hook that stays on.** Every registered command ends with a shell fallback
+(``fail_closed_command``): keel's hook exits only with 0 or 2, so any other status means
 keel or its interpreter is missing or broken (a moved checkout, ``make clean``, a deleted
 venv: the shell answers 127, Python 1), and the fallback turns it into the clients' blocking
-code 2 with a message naming ``keel doctor``, where the client would otherwise run the call.
-All three clients run hook commands through a POSIX shell (measured with the pinned clients:
-Claude Code 2.1.332 ``/bin/sh -c``, Codex 0.171.0 ``/bin/bash -c``, Gemini CLI 0.61.0
-``bash -c``). Only the tool events block on such a failure; the others (a prompt, a finish,
-the session's start and end) go on with the message on stderr, since blocking a finish would
-keep a broken agent going forever.
+code 2 with a message naming ``keel doctor`` (the shared form: the install command when keel
+is not found), where the client would otherwise run the call. All three clients run hook
+commands through a POSIX shell (measured with the pinned clients: Claude Code 2.1.332
+``/bin/sh -c``, Codex 0.171.0 ``/bin/bash -c``, Gemini CLI 0.61.0 ``bash -c``). Only the
+tool events block on such a failure; the others (a prompt, a finish, the session's start and
+end) go on with the message on stderr, since blocking a finish would keep a broken agent going
+forever.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
+import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from keel.core.errors import ConfigError, UsageError
 from keel.core.files import write_atomic
+from keel.core.installed import DISTRIBUTION
 from keel.core.root import ensure_state_dir, state_dir
+from keel.hook import gitexclude
 from keel.hook.main import HOOK_TIMEOUT
 from keel.hook.protocol import AGENTS, Agent
 
@@ -45,9 +78,13 @@ SETTINGS: dict[Agent, str] = {
     "codex": ".codex/hooks.json",
     "gemini": ".gemini/settings.json",
 }
-"""The project settings file keel registers its hooks in, per client."""
-LOCAL_SETTINGS: dict[Agent, str] = {"claude": ".claude/settings.local.json"}
-"""The personal (not shared, not committed) settings file, for clients that have one."""
+"""The shared project settings file, per client: where ``--shared`` registers."""
+USER_SETTINGS: dict[Agent, str] = {
+    "claude": ".claude/settings.local.json",
+    "codex": ".codex/hooks.json",
+    "gemini": ".gemini/settings.json",
+}
+"""Where a per-user registration goes, per client (see the module), kept out of git."""
 TOOL_EVENTS = frozenset(
     {"PreToolUse", "PostToolUse", "PostToolUseFailure", "BeforeTool", "AfterTool"}
 )
@@ -58,6 +95,32 @@ BROKEN_MESSAGE = (
     "fixed. Run: keel doctor"
 )
 """What the fallback of a registered hook command says on stderr (``$s``: the exit status)."""
+INSTALL_KEEL = f"pipx install {DISTRIBUTION}"
+"""The command the shared form's fallback tells a teammate without keel to run."""
+MISSING_MESSAGE = (
+    "keel: this project's hooks run keel, which is not installed here (no keel on PATH "
+    f"outside the project), so tool calls are blocked until it is. Install it: {INSTALL_KEEL} "
+    f"(or: uv tool install {DISTRIBUTION}), then run: keel doctor"
+)
+"""What the shared form's fallback says on stderr when no ``keel`` is found on ``PATH``."""
+FIND_KEEL = (
+    "w=${CLAUDE_PROJECT_DIR:-${GEMINI_PROJECT_DIR:-$PWD}}; k=; IFS=:; set -f; "
+    'for d in $PATH; do case $d in /*) case $d/ in "$w"/*) ;; '
+    '*) if [ -f "$d/keel" ] && [ -x "$d/keel" ]; then k=$d/keel; break; fi;; esac;; esac; '
+    "done; set +f; unset IFS"
+)
+"""The start of a shared command: ``k`` = the first ``keel`` on ``PATH``, absolute entries
+outside the project only (the clients' project variable, else the hook's directory)."""
+VERSION_SLOT = "{X.Y}"
+"""In the import root a per-user command names: the running Python's ``major.minor``."""
+ROOT_PROGRAM = (
+    'import sys;sys.path.insert(0,sys.argv.pop(1).replace("{X.Y}","%d.%d"%sys.version_info[:2]))'
+)
+"""Puts the import root given as the first argument first on ``sys.path`` (``VERSION_SLOT``
+filled in) and takes it out of ``sys.argv``."""
+HOOK_PROGRAM = ROOT_PROGRAM + ";from keel.hook.main import main;main()"
+"""The program of a per-user hook command: ``python -I -S -c HOOK_PROGRAM ROOT hook EVENT ...``
+(``keel.hook.main.main`` skips the leading ``hook``)."""
 
 HOOKS: dict[Agent, tuple[tuple[str, str | None], ...]] = {
     "claude": (
@@ -92,20 +155,67 @@ HOOKS: dict[Agent, tuple[tuple[str, str | None], ...]] = {
 _RECORD = "installed-hooks.json"
 
 
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where keel's hooks for a client are registered, in which form, and what git makes of it."""
+
+    settings: Path
+    """The settings file holding keel's hooks (the first, if they are in two)."""
+    shared: bool
+    """The shared form (``shared_command``: keel from ``PATH``), else per-user."""
+    repository: bool
+    """The workspace lies in a git repository."""
+    exclude: Path | None
+    """The ``info/exclude`` that lists ``settings``; None when it is not listed there."""
+    tracked: bool | None
+    """git tracks ``settings`` (None: not asked, no repository, or it cannot be told)."""
+
+
 def default_keel_command() -> list[str]:
-    """The command that runs keel's hook from this interpreter, past any PATH shim.
+    """The per-user command that runs keel's hook from this interpreter, past any PATH shim.
 
-    ``python -I -S <keel>/_launch.py`` (``keel.core.isolated``): isolated (the clients run hooks in
-    the project, and ``-c`` or ``-m`` would put it first on ``sys.path``, so that a module the
-    agent wrote there ran in keel's hook), a script by absolute path, and without site (its
-    ``.pth`` files cost a hook up to the interpreter's own start; ``keel.hook.main`` loads site
-    only when the call must be decided in process). Before issue 22 keel registered
-    ``python -S -c PROGRAM``; ``is_keel_hook`` recognises both, so ``keel init`` replaces an
-    old registration and ``keel doctor`` reports one.
+    ``[python, "-I", "-S", "-c", HOOK_PROGRAM, ROOT]``: ``python`` is ``stable_interpreter()``,
+    ``ROOT`` keel's import root with its ``pythonX.Y`` as ``python{X.Y}`` (``root_template``).
+    See the module for why (a reinstall moves neither). Before issue 24 keel registered
+    ``python -I -S <keel>/_launch.py``, before issue 22 ``python -S -c PROGRAM``;
+    ``is_keel_hook`` recognises all of them, so ``keel init`` replaces an old registration and
+    ``keel doctor`` reports one.
     """
-    from keel.core.isolated import launcher_argv
+    from keel.core.isolated import LAUNCHER
 
-    return launcher_argv(site=False)
+    root = os.path.dirname(os.path.dirname(LAUNCHER))
+    return [stable_interpreter(), "-I", "-S", "-c", HOOK_PROGRAM, root_template(root)]
+
+
+def stable_interpreter(executable: str | None = None) -> str:
+    """``executable`` (default: this one) by the least versioned name in its own directory.
+
+    ``python``, else ``python3``, where that names the same interpreter: a venv recreated on
+    another minor version has ``bin/python`` again, not ``bin/python3.11``.
+    """
+    exe = executable or sys.executable
+    for name in ("python", "python3"):
+        candidate = os.path.join(os.path.dirname(exe), name)
+        try:
+            if os.path.samefile(candidate, exe):
+                return candidate
+        except OSError:
+            continue
+    return exe
+
+
+def root_template(root: str, version: tuple[int, int] | None = None) -> str:
+    """``root`` with its ``pythonX.Y`` path component (this Python's) as ``python{X.Y}``."""
+    major, minor = version or sys.version_info[:2]
+    tag = f"python{major}.{minor}"
+    return "/".join(f"python{VERSION_SLOT}" if part == tag else part for part in root.split("/"))
+
+
+def import_root_of(words: Sequence[str]) -> str | None:
+    """The import root (a ``root_template``) of a per-user command's words, else None."""
+    if len(words) > 5 and list(words[1:5]) == ["-I", "-S", "-c", HOOK_PROGRAM]:
+        return words[5]
+    return None
 
 
 def hook_command(
@@ -123,17 +233,42 @@ def fail_closed_command(command: str, event: str, *, fail_open: bool = False) ->
     blocked) and by 0 for the others (and for every event with ``fail_open``, the journaled
     ``--fail-open`` choice), with ``BROKEN_MESSAGE`` on stderr either way.
     """
-    code = 2 if event in TOOL_EVENTS and not fail_open else 0
+    code = _fallback_code(event, fail_open)
     return (
         f'{command}; s=$?; [ $s = 0 ] || [ $s = 2 ] || {{ echo "{BROKEN_MESSAGE}" >&2; '
         f"s={code}; }}; exit $s"
     )
 
 
+def shared_command(agent: str, event: str, extra: Sequence[str] = ()) -> str:
+    """The shared form's command for ``event``: ``keel`` from ``PATH`` (``FIND_KEEL``), fail closed.
+
+    No ``keel`` found counts as 127, and the fallback then says ``MISSING_MESSAGE`` (how to
+    install keel); any other status but 0 and 2 says ``BROKEN_MESSAGE``. Either way the tool
+    events block and the others go on, as in ``fail_closed_command``.
+    """
+    call = shlex.join(["hook", event, "--agent", agent, *extra])
+    code = _fallback_code(event, "--fail-open" in extra)
+    return (
+        f'{FIND_KEEL}; if [ -n "$k" ]; then "$k" {call}; s=$?; else s=127; fi; '
+        f'[ $s = 0 ] || [ $s = 2 ] || {{ if [ $s = 127 ]; then echo "{MISSING_MESSAGE}" >&2; '
+        f'else echo "{BROKEN_MESSAGE}" >&2; fi; s={code}; }}; exit $s'
+    )
+
+
+def is_shared(command: str) -> bool:
+    """True when ``command`` is the shared form (``shared_command``)."""
+    return command.startswith(FIND_KEEL + ";")
+
+
+def _fallback_code(event: str, fail_open: bool) -> int:
+    return 2 if event in TOOL_EVENTS and not fail_open else 0
+
+
 def registered_command(
     keel_command: Sequence[str], agent: str, event: str, extra: Sequence[str] = ()
 ) -> str:
-    """The command ``install_hooks`` registers for ``event``: the hook and its fallback."""
+    """The per-user command ``install_hooks`` registers for ``event``: the hook and its fallback."""
     command = hook_command(keel_command, agent, event, extra)
     return fail_closed_command(command, event, fail_open="--fail-open" in extra)
 
@@ -157,19 +292,29 @@ def command_words(command: str) -> list[str]:
 def is_keel_hook(command: str, agent: str, event: str | None = None) -> bool:
     """True when ``command`` is a keel hook for ``agent`` (and ``event``, if given).
 
-    Both forms are recognised: the bare hook call keel registered before, and the hook call
-    with its fail-closed fallback (``registered_command``); and whatever starts keel (the
-    isolated launcher of ``default_keel_command``, the ``python -S -c`` program keel registered
-    before issue 22, a console script), since only the words ``hook EVENT --agent A`` count.
+    Every form is recognised: the bare hook call keel registered before, the hook call with its
+    fail-closed fallback (``registered_command``), the shared form (``shared_command``, whose
+    hook call follows the search for keel); and whatever starts keel (``default_keel_command``,
+    the launcher script of before issue 24, the ``python -S -c`` program of before issue 22, a
+    console script), since only the words ``hook EVENT --agent A`` count, wherever they are.
     """
     try:
-        words = command_words(command)
+        words = _all_words(command)
     except ValueError:
         return False
-    for i, word in enumerate(words[:-3]):
-        if word == "hook" and words[i + 2 : i + 4] == ["--agent", agent]:
-            return event is None or words[i + 1] == event
-    return False
+    return any(
+        word == "hook"
+        and words[i + 2 : i + 4] == ["--agent", agent]
+        and (event is None or words[i + 1] == event)
+        for i, word in enumerate(words[:-3])
+    )
+
+
+def _all_words(command: str) -> list[str]:
+    """Every word and operator of ``command`` (``ValueError``: not valid shell quoting)."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    return list(lexer)
 
 
 def is_fail_closed(command: str) -> bool:
@@ -180,41 +325,43 @@ def is_fail_closed(command: str) -> bool:
 def settings_files(agent: str) -> tuple[str, ...]:
     """Every project settings file (relative to the root) keel may register ``agent`` in."""
     name = _agent(agent)
-    local = LOCAL_SETTINGS.get(name)
-    return (SETTINGS[name],) if local is None else (SETTINGS[name], local)
+    user = USER_SETTINGS[name]
+    return (SETTINGS[name],) if user == SETTINGS[name] else (SETTINGS[name], user)
+
+
+def settings_file(agent: str, *, shared: bool = False) -> str:
+    """The file (relative to the root) ``install_hooks`` registers ``agent`` in."""
+    name = _agent(agent)
+    return SETTINGS[name] if shared else USER_SETTINGS[name]
 
 
 def install_hooks(
     root: Path,
     agent: str,
     *,
-    keel_command: Sequence[str],
+    keel_command: Sequence[str] | None = None,
     extra_args: Sequence[str] = (),
-    local: bool = False,
+    shared: bool = False,
 ) -> list[Path]:
     """Register keel's hooks for ``agent`` in ``root``'s project settings; the files written.
 
     Args:
         root: the workspace root.
         agent: ``claude``, ``codex`` or ``gemini``.
-        keel_command: the argv that runs keel (``default_keel_command()``).
+        keel_command: the argv that runs keel in the per-user form (default:
+            ``default_keel_command()``); not used with ``shared``.
         extra_args: more arguments for ``keel hook``.
-        local: register in the client's personal settings file (``LOCAL_SETTINGS``, Claude
-            Code's ``.claude/settings.local.json``) instead of the shared one; keel's hooks
-            in the other file are taken out, so they never run twice.
+        shared: the shared form (``shared_command``, in ``SETTINGS``) instead of the per-user
+            one (``USER_SETTINGS``, listed in ``.git/info/exclude`` when ``root`` lies in a git
+            repository). keel's hooks in the other form's file are taken out, so they never
+            run twice, and so is an exclude line keel added before, for the shared file.
 
     Raises:
-        UsageError: an unknown agent, or ``local`` for a client without a personal file.
+        UsageError: an unknown agent.
         ConfigError: the settings file exists but is not a JSON object (it is left alone).
     """
     name = _agent(agent)
-    if local and name not in LOCAL_SETTINGS:
-        raise UsageError(
-            f"--local: {name} has no personal settings file (only claude: "
-            f"{LOCAL_SETTINGS['claude']})",
-            code="usage.local",
-        )
-    rel = LOCAL_SETTINGS[name] if local else SETTINGS[name]
+    rel = settings_file(name, shared=shared)
     path = root / rel
     for other in settings_files(name):
         if other != rel:
@@ -222,18 +369,55 @@ def install_hooks(
     created = _created_paths(root, path)
     data = _load(path)
     hooks = _hooks_table(data, path)
+    command = keel_command if keel_command is not None or shared else default_keel_command()
     for event, matcher in HOOKS[name]:
         groups = _without_keel(hooks.get(event), name, event, path)
-        command = registered_command(keel_command, name, event, extra_args)
-        groups.append(_group(name, matcher, command))
+        if command is None:
+            line = shared_command(name, event, extra_args)
+        else:
+            line = registered_command(command, name, event, extra_args)
+        groups.append(_group(name, matcher, line))
         hooks[event] = groups
     _write(path, data)
-    _remember(root, name, created)
+    before = _recorded_exclude(root, name)
+    exclude = None if shared else _keep_out_of_git(root, path, before)
+    if before is not None and before != exclude:
+        _drop_exclude(before)
+    _remember(root, name, created, exclude)
     return [path]
+
+
+def placement(root: Path, agent: str, *, ask_git: bool = True) -> Placement | None:
+    """Where and in which form keel's hooks for ``agent`` are registered; None: nowhere.
+
+    ``ask_git=False`` reads files only (``tracked`` stays None): git is not run.
+
+    Raises:
+        UsageError: an unknown agent.
+        ConfigError: a settings file is not a JSON object.
+    """
+    found = registered_hooks(root, agent)
+    if not found:
+        return None
+    path, _, command = found[0]
+    repo = gitexclude.repository(root)
+    exclude = None
+    if repo is not None and gitexclude.listed(repo.exclude, gitexclude.pattern(repo, path)):
+        exclude = repo.exclude
+    tracked = gitexclude.tracked(repo, path) if repo is not None and ask_git else None
+    return Placement(path, is_shared(command), repo is not None, exclude, tracked)
+
+
+def recorded_exclude(root: Path, agent: str) -> tuple[Path, str] | None:
+    """The exclude file and line keel added for ``agent`` (``remove_hooks`` takes it out)."""
+    entry = _recorded_exclude(root, _agent(agent))
+    return None if entry is None else (Path(entry["file"]), entry["line"])
 
 
 def remove_hooks(root: Path, agent: str) -> list[Path]:
     """Take keel's hooks for ``agent`` out of ``root``'s project settings.
+
+    The exclude line keel added for them (``recorded_exclude``) goes too.
 
     Returns:
         The settings files keel's hooks were taken out of; empty when there were none (a
@@ -244,7 +428,10 @@ def remove_hooks(root: Path, agent: str) -> list[Path]:
         ConfigError: a settings file is not a JSON object (it is left alone).
     """
     name = _agent(agent)
+    exclude = _recorded_exclude(root, name)
     created = _forget(root, name)
+    if exclude is not None:
+        _drop_exclude(exclude)
     return [
         root / rel for rel in settings_files(name) if _strip_file(root, root / rel, name, created)
     ]
@@ -428,10 +615,48 @@ def _created_before(root: Path, agent: Agent) -> set[str]:
     return {str(c) for c in created}
 
 
-def _remember(root: Path, agent: Agent, created: list[str]) -> None:
+def _recorded_exclude(root: Path, agent: Agent) -> dict[str, str] | None:
+    entry = _read_record(root).get(agent)
+    exclude = entry.get("exclude") if isinstance(entry, dict) else None
+    if isinstance(exclude, dict) and all(isinstance(exclude.get(k), str) for k in ("file", "line")):
+        return {"file": exclude["file"], "line": exclude["line"]}
+    return None
+
+
+def _keep_out_of_git(
+    root: Path, path: Path, before: dict[str, str] | None
+) -> dict[str, str] | None:
+    """List ``path`` in the repository's exclude file; the record of a line keel added.
+
+    None when there is no repository, or the line was there already and not keel's (it stays,
+    and ``remove_hooks`` leaves it). A file that cannot be written is left as it was
+    (``placement`` reports the registration as not excluded).
+    """
+    repo = gitexclude.repository(root)
+    if repo is None:
+        return None
+    entry = {"file": str(repo.exclude), "line": gitexclude.pattern(repo, path)}
+    try:
+        added = gitexclude.add(repo.exclude, entry["line"])
+    except OSError:
+        return before
+    return entry if added or before == entry else None
+
+
+def _drop_exclude(entry: dict[str, str]) -> None:
+    # the hooks are out; a line left in the exclude file only hides a file
+    with contextlib.suppress(OSError):
+        gitexclude.remove(Path(entry["file"]), entry["line"])
+
+
+def _remember(root: Path, agent: Agent, created: list[str], exclude: dict[str, str] | None) -> None:
     record = _read_record(root)
     entry = record.setdefault(agent, {"created": []})
     entry["created"] = sorted({*entry.get("created", []), *created})
+    if exclude is None:
+        entry.pop("exclude", None)
+    else:
+        entry["exclude"] = exclude
     _write(ensure_state_dir(root) / _RECORD, record)
 
 

@@ -237,9 +237,11 @@ def _enable_site() -> None:
 def main(argv: "list[str] | None" = None) -> "NoReturn":
     """The hook launcher's entry: answer, write, and exit with 0 or 2 only (``os._exit``).
 
-    ``argv`` defaults to the process's arguments, a leading ``hook`` skipped (``python -S -c
-    PROGRAM hook EVENT ...``, registered before issue 22). The command ``keel init`` registers
-    now, ``python -I -S <keel>/_launch.py hook EVENT ...``, passes what follows ``hook``.
+    ``argv`` defaults to the process's arguments, a leading ``hook`` skipped: the command
+    ``keel init`` registers is ``python -I -S -c PROGRAM ROOT hook EVENT ...``
+    (``keel.hook.install.HOOK_PROGRAM`` takes ROOT out; ``python -S -c PROGRAM hook EVENT ...``
+    before issue 22). The launcher, ``python -I -S <keel>/_launch.py hook EVENT ...`` (before
+    issue 24), passes what follows ``hook``.
     """
     # One short process per tool call, ended by os._exit: the cyclic collector would only
     # walk the objects the imports create (~0.5 ms) and free nothing that matters. (hookd is

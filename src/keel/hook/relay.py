@@ -5,11 +5,14 @@ stdout, stderr)``, or ``None`` when the caller must decide in process. It trusts
 daemon keel started: the listening process's peer credentials (``SO_PEERCRED``) must name
 this process's uid and the pid recorded in ``.keel/hookd.pid`` together with that pid's start
 time (``keel.core.daemon``), so a process that bound ``hookd.sock`` itself is never asked.
-While it waits it watches the daemon: one that is stopped (``SIGSTOP``), gone, or past the
-time it was given is killed (the next hook starts a new one) and the call is decided in
-process with the same request id, so a decision the daemon already committed is answered
-again rather than made twice. While the emergency stop is set nothing is relayed: the stop is
-decided in process, never by a socket. ``KEEL_HOOKD=0`` turns relaying and starting the daemon off.
+While it waits it watches the daemon: one that is stopped (``SIGSTOP``) or gone, that sends
+nothing within ``FIRST_BYTE`` seconds (a live daemon sends ``keel.hook.wire.ACK`` at once: it
+is hung), whose reply is not complete by the time it was given (checked on every read, so a
+trickle cannot hold the call), or longer than ``keel.hook.wire.MAX_MESSAGE``, is killed (the
+next hook starts a new one) and the call is decided in process with the same request id, so
+a decision the daemon already committed is answered again rather than made twice. While the
+emergency stop is set nothing is relayed: the stop is decided in process, never by a socket.
+``KEEL_HOOKD=0`` turns relaying and starting the daemon off.
 
 The messages are ``keel.hook.wire``'s; the other end is ``keel.hook.server``. Only ``os``,
 ``sys`` and stdlib-only keel modules at import: this runs on every hook call.
@@ -29,6 +32,7 @@ from keel.core.root import state_path
 from keel.core.stop import stop_set
 from keel.hook.wire import (
     LOCK_NAME,
+    MAX_MESSAGE,
     SOCKET_NAME,
     HookArgs,
     Request,
@@ -36,10 +40,20 @@ from keel.hook.wire import (
     encode_request,
 )
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import _socket
+
 SPAWN_STAMP = "hookd.spawn"
 """Touched in ``.keel/`` when a hook starts a daemon: no second start within the backoff."""
 SPAWN_BACKOFF = 10.0
 CONNECT_TIMEOUT = 0.5
+FIRST_BYTE = 1.5
+"""Seconds from connecting to the daemon's first byte; one that sends nothing by then is hung.
+
+A hung daemon so costs a call at most this long, once: it is replaced. Generous beside the
+milliseconds a live daemon takes (it answers ``ACK`` from a fresh thread, before any work).
+"""
 POLL = 0.05
 IN_PROCESS_RESERVE = 5.0
 """Seconds of a call's deadline kept for deciding in process when the daemon fails."""
@@ -101,8 +115,6 @@ def _ask(
 ) -> "tuple[int, bytes, bytes] | None":
     """Send ``request`` to the verified daemon; its answer, or None (after replacing it)."""
     import _socket
-    import select
-    import time
 
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
@@ -110,23 +122,55 @@ def _ask(
         sock.connect(sock_path)
         if not is_daemon(sock, record):
             return None
-        sock.sendall(request)
-        sock.shutdown(_socket.SHUT_WR)
-        sock.setblocking(False)
-        chunks: list[bytes] = []
-        while True:
-            ready, _, _ = select.select([sock], [], [], POLL)
-            if ready:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-            elif not _alive(record[0]) or time.monotonic() > by:
-                replace_daemon(record)
-                return None
+        reply = _exchange(sock, record[0], request, by)
     finally:
         sock.close()
-    return decode_reply(b"".join(chunks))
+    if reply is None:
+        replace_daemon(record)
+        return None
+    return decode_reply(reply)
+
+
+def _exchange(sock: "_socket.socket", pid: int, request: bytes, by: float) -> "bytes | None":
+    """What the daemon ``pid`` sent before end of file; None: it failed, replace it.
+
+    It fails when it is stopped or gone, sends nothing within ``FIRST_BYTE`` seconds, has not
+    finished by ``by`` (checked before every read, whatever arrives), or sends more than
+    ``MAX_MESSAGE`` bytes.
+    """
+    import _socket
+    import select
+    import time
+
+    first_by = min(time.monotonic() + FIRST_BYTE, by)
+    try:
+        sock.settimeout(max(first_by - time.monotonic(), 0.001))
+        sock.sendall(request)  # it reads at once too: one that does not is hung
+        sock.shutdown(_socket.SHUT_WR)
+    except TimeoutError:
+        return None
+    except OSError:  # it closed the connection: a reply that is not one
+        return b""
+    sock.setblocking(False)
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        limit = by if chunks else first_by
+        left = limit - time.monotonic()
+        if left <= 0:
+            return None
+        ready, _, _ = select.select([sock], [], [], min(left, POLL))
+        if not ready:
+            if not _alive(pid):
+                return None
+            continue
+        chunk = sock.recv(65536)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > MAX_MESSAGE:
+            return None
+        chunks.append(chunk)
 
 
 def _alive(pid: int) -> bool:

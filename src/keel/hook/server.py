@@ -4,7 +4,8 @@ Started on demand by a hook (``keel.hook.relay.spawn``: ``python -I -S <keel>/_l
 ROOT``, isolated from the workspace, its directory ``ROOT/.keel`` before anything is imported;
 ``-I`` keeps the directory a request is answered in off ``sys.path`` too), it holds
 ``<root>/.keel/hookd.lock`` (a second daemon exits at once), listens on
-``<root>/.keel/hookd.sock`` (mode 0600; a peer of another uid is refused), keeps the
+``<root>/.keel/hookd.sock`` (mode 0600; a peer of another uid is refused; anything but a socket
+found there is moved aside to ``hookd.sock.stale-N``, ``socket_problem``), keeps the
 workspace's network proxy on ``<root>/.keel/proxy.sock`` (``keel.sandbox.exec._proxyd``:
 ``keel exec`` hands it each sandbox to serve instead of starting a proxy of its own), records
 its pid and start time in ``<root>/.keel/hookd.pid`` (the relay and ``keel exec`` trust only
@@ -12,16 +13,17 @@ that process), and exits after ``KEEL_HOOKD_IDLE`` seconds without a request or 
 command (default 600), as soon as its socket is removed or replaced, or when the workspace
 disappears; commands still running keep their proxy until they end.
 
-Each request is answered by ``keel.hook.runner.answer``, the very code a hook process
-runs, one request at a time, with the request's environment and working directory swapped
-in. The daemon keeps one journal connection and one guard per session in memory (so the
-monitor's state is not read and written as a file per call); a guard is rebuilt when
-keel.toml changed or another process wrote the session's state since. The emergency stop is
-read afresh on every decision. Every request carries the hook process's request id and the
-instant it stops waiting: the guard commits nothing after it, and a request the hook process
-re-decided in process is never journaled twice. A relay of another keel version, or any
-request after a loaded keel source file changed, gets ``retry`` (and the daemon exits, so
-the next call starts a current one).
+Each connection gets ``keel.hook.wire.ACK`` at once (the relay's sign of life: a daemon that
+sends nothing is hung, and replaced); each request is answered by ``keel.hook.runner.answer``,
+the very code a hook process runs, one request at a time, with the request's environment and
+working directory swapped in. The daemon keeps one journal connection and one guard per session
+in memory (so the monitor's state is not read and written as a file per call); a guard is
+rebuilt when keel.toml changed or another process wrote the session's state since. The emergency
+stop is read afresh on every decision. Every request carries the hook process's request id and
+the instant it stops waiting: the guard commits nothing after it, and a request the hook process
+re-decided in process is never journaled twice. A relay of another keel version, or any request
+after a loaded keel source file changed, gets ``retry`` (and the daemon exits, so the next call
+starts a current one).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import contextlib
 import fcntl
 import os
 import socket
+import stat
 import sys
 import threading
 import time
@@ -38,11 +41,14 @@ from typing import TYPE_CHECKING
 
 from keel.core.configview import config_stamp
 from keel.core.daemon import RECORD_NAME, peer_credentials, process_start, read_record
+from keel.core.errors import WorkspaceError
 from keel.core.root import ensure_state_dir, state_dir
 from keel.hook.main import parse_hook_args
 from keel.hook.wire import (
+    ACK,
     BLOCK,
     LOCK_NAME,
+    MAX_MESSAGE,
     SOCKET_NAME,
     Request,
     netstrings,
@@ -61,7 +67,8 @@ if TYPE_CHECKING:
 
 DEFAULT_IDLE = 600.0
 POLL = 1.0
-MAX_REQUEST = 64 * 1024 * 1024
+STALE_SUFFIX = ".stale-"
+"""What is found at the socket path and is no socket is renamed ``hookd.sock.stale-N``."""
 MAX_GUARDS = 64
 _WORK = threading.Lock()
 
@@ -69,6 +76,76 @@ _WORK = threading.Lock()
 def socket_path(root: Path) -> Path:
     """Where the daemon of ``root`` listens."""
     return state_dir(root) / SOCKET_NAME
+
+
+def socket_problem(root: Path) -> WorkspaceError | None:
+    """What at ``root``'s socket path keeps a daemon from listening there; None: nothing.
+
+    Anything but a socket (a directory, a file, a link): hooks then decide in process, more
+    slowly. A daemon moves it aside when it starts (``serve``); the error names it and the
+    fix for when that cannot be done: ``code`` ``workspace.hookd_socket``, and ``path``,
+    ``kind`` (what it is), ``reason`` and ``fix`` in ``context``.
+    """
+    path = socket_path(root.resolve())
+    kind = _not_a_socket(path)
+    return None if kind is None else _socket_error(path, kind)
+
+
+def _not_a_socket(path: Path) -> str | None:
+    """What is at ``path`` (``a directory``...) when it is there and is no socket."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
+    kinds = (
+        (stat.S_ISSOCK, None),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISLNK, "a symbolic link"),
+    )
+    return next((name for test, name in kinds if test(mode)), "a special file")
+
+
+def _socket_error(path: Path, kind: str, failure: str = "") -> WorkspaceError:
+    reason = (
+        f"{path} is {kind}, not a socket{failure}: no daemon can listen there, so every hook "
+        "decides in process (slower)"
+    )
+    fix = f"remove it (rm -r {path}); a daemon that starts moves it aside itself when it can"
+    return WorkspaceError(
+        f"{reason}; {fix}",
+        code="workspace.hookd_socket",
+        path=str(path),
+        kind=kind,
+        reason=reason,
+        fix=fix,
+    )
+
+
+def _clear_socket_path(path: Path) -> None:
+    """Make room to bind ``path``: a stale socket is removed, anything else moved aside.
+
+    Only the daemon holding the workspace's lock calls this, so a socket there is stale.
+
+    Raises:
+        WorkspaceError: ``workspace.hookd_socket``, when what is there cannot be moved aside.
+    """
+    kind = _not_a_socket(path)
+    if kind is None:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return
+    n = 1
+    while os.path.lexists(aside := f"{path}{STALE_SUFFIX}{n}"):
+        n += 1
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise _socket_error(path, kind, f" and cannot be moved aside ({exc.strerror})") from exc
 
 
 def daemon_running(root: Path) -> bool:
@@ -99,9 +176,11 @@ def stop_daemon(root: Path, *, wait: float = 1.0) -> bool:
     root = root.resolve()
     record = read_record(str(state_dir(root)))
     removed = False
-    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-        socket_path(root).unlink()
-        removed = True
+    path = socket_path(root)
+    if _not_a_socket(path) is None:  # anything else is no daemon's: left to socket_problem
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            removed = True
     if record is None:
         return removed
     pid, start = record
@@ -132,8 +211,7 @@ def serve(root: Path, *, idle: float = DEFAULT_IDLE, ready: threading.Event | No
     state = _State(time.monotonic(), root)
     proxy = ProxyService(str(root), current=lambda: _current(state))
     try:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()  # stale: its daemon is gone, since we hold the lock
+        _clear_socket_path(path)
         old = os.umask(0o177)
         try:
             server.bind(str(path))
@@ -311,9 +389,14 @@ class Service:
         self,
         conn: socket.socket,
         rewrite: Callable[[list[bytes]], list[bytes]] | None = None,
+        *,
+        acked: bool = False,
     ) -> None:
-        """Answer the one request on ``conn`` (``rewrite`` may adjust its fields first)."""
-        serve_connection(conn, self.state, rewrite)
+        """Answer the one request on ``conn`` (``rewrite`` may adjust its fields first).
+
+        ``acked``: the front end already sent ``ACK`` on ``conn``.
+        """
+        serve_connection(conn, self.state, rewrite, acked=acked)
 
     def close(self) -> None:
         """Close the journal and drop the guards."""
@@ -324,19 +407,26 @@ def serve_connection(
     conn: socket.socket,
     state: _State,
     rewrite: Callable[[list[bytes]], list[bytes]] | None = None,
+    *,
+    acked: bool = False,
 ) -> None:
-    """Read one relayed request from ``conn`` (same uid only) and send its answer."""
+    """Read one relayed request from ``conn`` (same uid only) and send its answer.
+
+    ``ACK`` goes first, before the request is read (unless ``acked``: it was sent already).
+    """
     try:
         with conn:
             conn.settimeout(60)
             if not _same_user(conn):
                 return
+            if not acked:
+                conn.sendall(ACK)  # at once: the relay tells a live daemon from a hung one
             fields = _receive(conn)
             if fields is None:
                 return
             if rewrite is not None:
                 fields = rewrite(fields)
-            conn.sendall(netstrings(_respond(fields, state)))
+            conn.sendall(netstrings(_respond(fields, state)[1:]))  # its MAGIC was the ACK
     except OSError:
         pass
 
@@ -353,7 +443,7 @@ def _receive(conn: socket.socket) -> list[bytes] | None:
         if not chunk:
             break
         size += len(chunk)
-        if size > MAX_REQUEST:
+        if size > MAX_MESSAGE:
             return None
         chunks.append(chunk)
     return parse_netstrings(b"".join(chunks))

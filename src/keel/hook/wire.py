@@ -9,7 +9,10 @@ keel's version, root, cwd, request id, reply-by (a ``time.monotonic()`` instant:
 commits nothing after it), argc, argv..., envc, ``KEY=VALUE``..., stdin. A reply: ``MAGIC``,
 ``"ok"``, exit code (0 or ``BLOCK``, nothing else is ever passed on), stdout, stderr; or
 ``MAGIC``, ``"retry"`` (decide in process). The sender shuts down its writing side after
-the last field: a message is whatever arrives before end of file.
+the last field: a message is whatever arrives before end of file. The daemon sends a reply's
+first field (``ACK``) as soon as it has the connection, before it reads the request: the relay's
+sign of life, so a daemon that is alive but hung is told from a slow one at once. Neither end
+reads a message longer than ``MAX_MESSAGE``.
 
 ``HookArgs`` (a call's parsed arguments) is the value both ends hand to
 ``keel.hook.runner.answer``. Values here are ``Frozen`` (not dataclasses: ``dataclasses``
@@ -33,6 +36,13 @@ BLOCK = 2
 """The exit code every client treats as "block" (reason on stderr); with 0 the only one."""
 RETRY = b"retry"
 OK = b"ok"
+MAX_MESSAGE = 64 * 1024 * 1024
+"""Bytes of the longest request or reply either end reads; a longer one is a protocol error.
+
+A request is the hook's input (at most 8 MB reach a decision: ``keel.hook.protocol``'s
+``MAX_INPUT_BYTES``) and its environment; a reply echoes that input at most a few times,
+JSON-escaped. A peer that sends more is not keel's daemon or relay, or no longer works.
+"""
 
 
 class HookArgs(Frozen):
@@ -192,6 +202,10 @@ def decode_reply(buf: bytes) -> "tuple[int, bytes, bytes] | None":
 def netstrings(fields: "list[bytes]") -> bytes:
     """``fields`` as netstrings."""
     return b"".join(b"%d:%s," % (len(f), f) for f in fields)
+
+
+ACK = netstrings([MAGIC])
+"""A reply's first field, ``MAGIC``: sent by the daemon the moment it has the connection."""
 
 
 def parse_netstrings(buf: bytes) -> "list[bytes] | None":

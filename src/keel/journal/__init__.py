@@ -3,13 +3,15 @@
 ``open_journal(root)`` opens ``<root>/.keel/journal.db``; ``append_many`` stores events (with
 the request id and session state that go with them) in one transaction and returns them with
 their global ``seq``; ``verify`` walks the keyed chain and names every broken, missing or
-unkeyed link, a head that disagrees with the one recorded outside the database, and every
-recorded break. A journal found unreadable, short of its recorded head or replaced is moved
-aside on open and a new chain starts with a ``journal.break`` event: decisions go on, and
-``journal_health`` / ``verify_journal`` keep saying what happened. ``Journal`` is the storage
-seam (a ``typing.Protocol``): ``SQLiteJournal`` implements it for real, ``MemoryJournal`` is
-the in-process test double. Exporters (``keel.journal.export``) and the timeline
-(``keel.journal.timeline``) are imported on demand.
+unkeyed link, a head that disagrees with (or is missing from) the record outside the database,
+damage SQLite's integrity check finds, and every recorded incident. A journal found
+unreadable, short of its recorded head or replaced is moved aside on open and a new chain
+starts with a ``journal.break`` event; a head that could not be recorded is a
+``journal.head_unrecorded`` event: decisions go on, and ``journal_health`` / ``verify_journal``
+keep saying what happened until the user acknowledges it (``acknowledge_journal``).
+``Journal`` is the storage seam (a ``typing.Protocol``): ``SQLiteJournal`` implements it for
+real, ``MemoryJournal`` is the in-process test double. Exporters (``keel.journal.export``)
+and the timeline (``keel.journal.timeline``) are imported on demand.
 
 This package is on the hook path: standard library only.
 """
@@ -28,9 +30,14 @@ from keel.journal._base import (
     chain_hash,
     verify_rows,
 )
-from keel.journal._breaks import JournalBreak, JournalHealth
+from keel.journal._breaks import ACK_KIND, HEAD_KIND, Acknowledgement, JournalBreak, JournalHealth
 from keel.journal._head import RecordedHead, head_path, read_head
-from keel.journal._health import VerifyReport, journal_health, verify_journal
+from keel.journal._health import (
+    VerifyReport,
+    acknowledge_journal,
+    journal_health,
+    verify_journal,
+)
 from keel.journal._key import journal_key, key_path, read_key
 from keel.journal._memory import MemoryJournal
 from keel.journal._sqlite import (
@@ -43,12 +50,15 @@ from keel.journal._sqlite import (
 )
 
 __all__ = [
+    "ACK_KIND",
     "BREAK_KIND",
     "BREAK_SESSION",
     "HASH_ALGORITHM",
     "HASH_PREFIX",
+    "HEAD_KIND",
     "JOURNAL_FILE",
     "REQUEST_TTL",
+    "Acknowledgement",
     "Chain",
     "Journal",
     "JournalBreak",
@@ -61,6 +71,7 @@ __all__ = [
     "SQLiteJournal",
     "SessionSummary",
     "VerifyReport",
+    "acknowledge_journal",
     "chain_hash",
     "head_path",
     "journal_health",

@@ -47,7 +47,10 @@ ProblemCode = Literal[
     "row.unparseable",
     "head.events_lost",
     "head.replaced",
+    "head.missing",
+    "db.integrity",
     "journal.break",
+    "journal.head_unrecorded",
 ]
 
 

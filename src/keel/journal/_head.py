@@ -1,13 +1,20 @@
 """The chain head recorded outside the database, and what a database that disagrees means.
 
 After every committed transaction the journal writes its head (the last ``seq``, that row's
-hash, and the journal's random id) to ``<user_state_dir>/heads/<sha256 of the workspace's real
-path>.json``: beside the key, never inside the workspace. Written after COMMIT, the record may
-lag the database (a writer killed in between, two writers finishing out of order), but it is
-never ahead of a healthy one; a database that lacks the recorded ``seq``, holds another hash
-there or carries another journal id lost events (a damaged WAL, a truncated file) or was
-replaced (an older copy, another journal). :func:`compare` turns the two sides into a
-:class:`Finding`, or None when they agree.
+hash, the journal's random id and the workspace directory's inode) to
+``<user_state_dir>/heads/<sha256 of the workspace's real path>.json``: beside the key, never
+inside the workspace. Written after COMMIT, the record may lag the database (a writer killed in
+between, two writers finishing out of order), but it is never ahead of a healthy one; a
+database that lacks the recorded ``seq``, holds another hash there or carries another journal
+id lost events (a damaged WAL, a truncated file) or was replaced (an older copy, another
+journal). :func:`compare` turns the two sides into a :class:`Finding`, or None when they agree.
+
+The record is bound to the directory it was written for: a record whose inode is not the
+workspace's describes a previous directory at that path (the workspace was deleted and made
+again, or cloned anew), so :func:`read_head` ignores it and the new journal starts clean. A
+journal deleted from a workspace that is still there is caught as before. A head that cannot
+be written returns its ``OSError`` (the journal records that, ``keel.journal._breaks``), and
+a journal with events but no record is reported, never taken as intact.
 
 Standard library only: this runs on every hook call.
 """
@@ -36,10 +43,16 @@ class RecordedHead:
     journal_id: str
     seq: int
     hash: str
+    root: str | None = None
+    """The inode of the workspace directory it was written for (:func:`workspace_id`); None
+    in records from before it was kept."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
-        return {"journal_id": self.journal_id, "seq": self.seq, "hash": self.hash}
+        found: dict[str, Any] = {"journal_id": self.journal_id, "seq": self.seq, "hash": self.hash}
+        if self.root is not None:
+            found["root"] = self.root
+        return found
 
     def describe(self) -> str:
         """``seq N (hash …)`` for messages."""
@@ -95,14 +108,31 @@ def head_path(root: Path) -> Path:
     return Path(user_state_dir()) / HEADS_DIR / f"{name}.json"
 
 
+def workspace_id(root: Path) -> str | None:
+    """The identity a head record is bound to: the inode of the workspace directory.
+
+    Not the device number, which a remount may change; None when ``root`` cannot be looked at.
+    """
+    try:
+        return str(os.stat(root).st_ino)
+    except OSError:
+        return None
+
+
 def _check(head: RecordedHead) -> str:
     """A checksum of the record, so a read that raced a rewrite is noticed and read again."""
     text = f"{head.journal_id}\n{head.seq}\n{head.hash}"
+    if head.root is not None:  # records from before the root was kept still check
+        text += f"\n{head.root}"
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def read_head(path: Path) -> RecordedHead | None:
-    """The head recorded at ``path``; None when there is none or it does not parse."""
+def read_head(path: Path, root: str | None = None) -> RecordedHead | None:
+    """The head recorded at ``path``; None when there is none or it does not parse.
+
+    With ``root`` (the workspace's :func:`workspace_id`), a record written for another
+    directory that stood at the same path is none: it says nothing about this workspace.
+    """
     for _ in range(3):
         try:
             data = path.read_bytes()
@@ -112,6 +142,8 @@ def read_head(path: Path) -> RecordedHead | None:
         if head is None:
             return None
         if check == _check(head):
+            if root is not None and head.root is not None and head.root != root:
+                return None
             return head
     return None
 
@@ -128,7 +160,8 @@ def _parse(data: bytes) -> tuple[RecordedHead | None, object]:
         return None, None
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
         return None, None
-    return RecordedHead(jid, seq, hash_), doc.get("check")
+    root = doc.get("root")
+    return RecordedHead(jid, seq, hash_, root if isinstance(root, str) else None), doc.get("check")
 
 
 def encode_head(head: RecordedHead, database: Path) -> bytes:
@@ -141,13 +174,16 @@ def encode_head(head: RecordedHead, database: Path) -> bytes:
     return data.ljust(RECORD_SIZE)
 
 
-def write_head(path: Path, head: RecordedHead, database: Path) -> None:
-    """Record ``head`` at ``path``, after the commit it describes; best effort.
+def write_head(path: Path, head: RecordedHead, database: Path) -> OSError | None:
+    """Record ``head`` at ``path``, after the commit it describes; the error if it failed.
 
     The record is rewritten in place, one fixed-size ``pwrite``: a tmp file renamed over the
     old one costs 0.3-1.6 ms on ext4 (the rename flushes the new file's data,
     ``auto_da_alloc``), more than the whole transaction. Writers are serialised by the
     kernel; a reader that races one sees a checksum mismatch and reads again.
+
+    A failure (a full disk, a read-only state directory) is returned, not raised: the commit
+    stands, and the journal records that its head went unrecorded.
     """
     data = encode_head(head, database)
     flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC
@@ -163,10 +199,9 @@ def write_head(path: Path, head: RecordedHead, database: Path) -> None:
                 os.ftruncate(fd, RECORD_SIZE)
         finally:
             os.close(fd)
-    except OSError:
-        # The commit stands; a head that could not be recorded only lags, and a lagging head
-        # still catches every loss behind it.
-        return
+    except OSError as exc:
+        return exc
+    return None
 
 
 def compare(recorded: RecordedHead | None, facts: DbFacts) -> Finding | None:
@@ -221,6 +256,23 @@ def _lost(recorded: RecordedHead, facts: DbFacts) -> Finding:
             f"seq {facts.last_seq}: {n_events(lost)} lost"
         )
     return Finding("events_lost", message, lost, recorded, facts.journal_id, facts.last_seq)
+
+
+def head_missing(head_file: Path, last_seq: int) -> str:
+    """What a journal of ``last_seq`` events without a recorded head means."""
+    return (
+        f"the journal holds {n_events(last_seq)} but its head is not recorded outside the "
+        f"database ({head_file}): events lost from its end could not be detected"
+    )
+
+
+def head_unwritable(head_file: Path, seq: int, error: OSError) -> str:
+    """What a head record that could not be written after ``seq`` means."""
+    return (
+        f"the journal's head could not be recorded after seq {seq} ({head_file}: "
+        f"{error.strerror or error}): events lost from its end since the last recorded head "
+        "would go unnoticed"
+    )
 
 
 def unreadable(recorded: RecordedHead | None, error: str) -> Finding:

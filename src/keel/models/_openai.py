@@ -1,4 +1,4 @@
-"""``openai:MODEL``: Chat Completions through the official ``openai`` SDK (``keel[openai]``).
+"""``openai:MODEL``: Chat Completions through the ``openai`` SDK (``keel install openai``).
 
 Works with any OpenAI-compatible server (vLLM, llama.cpp's server, Ollama) through the base
 URL. Structured output has a per-backend switch: ``json_schema`` sends OpenAI's
@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from keel.core.errors import ModelError
+from keel.core.installed import hint
 from keel.models._base import ModelInfo, StructuredMode
 from keel.models._redact import register_secret, safe_url
 from keel.models._sdkerrors import call_sdk
@@ -24,7 +25,7 @@ def _sdk() -> Any:
         import openai
     except ImportError as exc:
         raise ModelError(
-            "the openai backend needs the openai SDK: pip install 'keel[openai]'",
+            f"the openai backend needs the openai SDK: {hint('openai')}",
             code="model.not_installed",
         ) from exc
     return openai

@@ -66,6 +66,9 @@ class Done(NamedTuple):
     result: ToolResult
     latest: bool
     """The call is the most recent one (a result may come late, after other calls)."""
+    changed: tuple[str, ...] = ()
+    """Files (workspace-relative) the call was seen to change once it ran: what a shell
+    command changed between its ``before`` and ``after`` checkpoints."""
 
 
 class Context:

@@ -116,9 +116,13 @@ class Monitor:
             self.state.pending_hint = [guidance.message, guidance.detector, self.state.step]
         return guidance
 
-    def after_call(self, result: ToolResult) -> Guidance | None:
-        """Post-call detectors for ``result``; the guidance, if any, is for the agent to read."""
-        diagnostics, guidance = self._after(result, self._clock())
+    def after_call(self, result: ToolResult, changed: tuple[str, ...] = ()) -> Guidance | None:
+        """Post-call detectors for ``result``; the guidance, if any, is for the agent to read.
+
+        ``changed``: the files (workspace-relative) the call was seen to change as it ran,
+        which a shell command's line does not say (the guard's checkpoints do).
+        """
+        diagnostics, guidance = self._after(result, self._clock(), changed)
         self._emit(diagnostics, guidance, result.session_id, result.tool_use_id)
         pending, self.state.pending_hint = self.state.pending_hint, None
         if guidance is None and pending is not None and pending[2] == self.state.step:
@@ -217,7 +221,7 @@ class Monitor:
         diagnostics, guidance = self._climb(findings, "pre")
         return diagnostics, standing(st, guidance, seen.flags)
 
-    def _after(self, result: ToolResult, now: float) -> Outcome:
+    def _after(self, result: ToolResult, now: float, changed: tuple[str, ...] = ()) -> Outcome:
         st = self.state
         if not self._m.enabled:
             return [], None
@@ -225,7 +229,7 @@ class Monitor:
         index = self._match(result, now)
         out = output_hash(result.output, result.error)
         entry = st.recent[index] = st.recent[index]._replace(out=out, ok=result.ok)
-        done = Done(entry, result, latest=index == len(st.recent) - 1)
+        done = Done(entry, result, latest=index == len(st.recent) - 1, changed=changed)
         findings = [f for d in PIPELINE for f in d.after(self._ctx, done)]
         return self._climb(findings, "post", entry.step)
 

@@ -118,7 +118,7 @@ def scan_file(
         UserError: the file cannot be read, or ``session`` is not in it.
         PayloadError: the file is not in the given (or any known) format.
     """
-    from keel.core.events import is_probe_session
+    from keel.core.events import is_own_session
     from keel.core.root import find_root
     from keel.policy import Policy
 
@@ -134,8 +134,8 @@ def scan_file(
     if session is not None:
         chosen = _one_session(path, session, sessions)
         sessions = {chosen: sessions[chosen]}
-    else:  # keel doctor's synthetic `rm -rf /` is no agent's doing: scanned only when named
-        sessions = {s: e for s, e in sessions.items() if not is_probe_session(s)}
+    else:  # keel doctor's synthetic `rm -rf /`, keel exec's records: scanned only when named
+        sessions = {s: e for s, e in sessions.items() if not is_own_session(s)}
     runs: list[RunScan] = []
     for session_id, session_events in sessions.items():
         monitor = Monitor(

@@ -9,12 +9,16 @@ final action from running. Questions are answered from ``answers``, by ``prompt`
 pending: then no final action runs and the state is ``needs_input``.
 
 Write and run actions go through ``Guard.decide`` (the stop, then the policy) and are refused
-when the commitment lint flagged them. A plan the lint flagged (``ValidationResult.refusals``)
-still collects and reports its evidence, but none of its final actions that write or run
-goes through (a plan that fails leaves nothing half done) and its state is ``failed`` whether
-or not the flagged actions were reached, so the same plan fails the same way in ``keel plan
-validate`` and ``keel plan run``. Every plan, probe, branch, question and final action is
-journaled; events are appended from the walker's thread only.
+when the commitment lint flagged them. An action that writes is checkpointed as an agent's
+call is: a ``before`` checkpoint once the policy allows it (none can be taken: refused), an
+``after`` one when it is done, both in the plan's session, so ``keel diff --session`` and
+``keel rollback --session`` reach what a plan wrote. A plan the lint flagged
+(``ValidationResult.refusals``) still collects and reports its evidence, but none of its
+final actions that write or run goes through (a plan that fails leaves nothing half done)
+and its state is ``failed`` whether or not the flagged actions were reached, so the same plan
+fails the same way in ``keel plan validate`` and ``keel plan run``. Every plan, probe,
+branch, question and final action is journaled; events are appended from the walker's thread
+only.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from keel.core.calls import ToolCall
 from keel.core.decision import Decision
 from keel.core.events import (
     DataPayload,
@@ -72,6 +77,20 @@ class ActionPolicy(Protocol):
 
     def check_command(self, line: str) -> Decision:
         """Judge a shell command line."""
+        ...
+
+
+class CheckpointStore(Protocol):
+    """The part of ``keel.workspace.Checkpoints`` final actions that write need."""
+
+    def create(
+        self, *, session_id: str | None, tool_use_id: str | None, label: str | None, journal: bool
+    ) -> Any:
+        """The ``before`` checkpoint of a call."""
+        ...
+
+    def after_call(self, session_id: str | None, tool_use_id: str | None, *, journal: bool) -> Any:
+        """The ``after`` checkpoint of a call."""
         ...
 
 
@@ -122,6 +141,11 @@ class PlanEngine:
     unsafe: bool = False
     trace_id: str = field(default_factory=new_trace_id)
     root_span: str = field(default_factory=new_span_id)
+    checkpoints: CheckpointStore | None = None
+    """Where actions that write are checkpointed, before and after (a ``Checkpoints``)."""
+    lazy_checkpoints: bool = False
+    """Without ``checkpoints``, open the workspace's own store on the first write; neither:
+    no checkpoints."""
     _env: dict[str, Future[_Binding]] = field(default_factory=dict[str, "Future[_Binding]"])
     _slots: list[Record | Future[ProbeRecord]] = field(default_factory=list[Any])
     _events: list[Event] = field(default_factory=list[Event])
@@ -409,15 +433,18 @@ class PlanEngine:
         findings = self.validation.commitment_findings(step.id)
         record = None if findings else self._held_back(step.id, spec, bound)
         if record is None:
+            before: list[Any] = []
             committer = Committer(
                 self.workspace,
-                (lambda call: self._guard().decide(call)) if self.policy is not None else None,
+                self._decider(step.id, spec, before) if self.policy is not None else None,
                 self.policy,
                 self.exec_sandbox,
                 self.config,
                 self._decision,
             )
             record = committer.commit(step.id, spec, bound, findings)
+            if before:
+                self._checkpoint_after(step.id)
         self._record(record, facts)
         self._emit("plan", {"event": "final_action", **record.to_dict()})
 
@@ -431,6 +458,67 @@ class PlanEngine:
             "it cannot succeed as written, so none of its writes or commands run"
         )
         return ActionRecord(step_id, spec.name, "refused", args, reason=why)
+
+    def _decider(
+        self, step_id: str, spec: ActionSpec, before: list[Any]
+    ) -> Callable[[ToolCall], Decision]:
+        """``Guard.decide``; for an action that writes, a checkpoint once it is allowed.
+
+        The checkpoint is taken before the first path is written (kept in ``before``); when
+        none can be taken the action is denied, as the guard denies an agent's call.
+        """
+        checkpointed = spec.effect == "write" and (
+            self.checkpoints is not None or self.lazy_checkpoints
+        )
+
+        def decide(call: ToolCall) -> Decision:
+            decision = self._guard().decide(call)  # raising: the committer denies (fail closed)
+            if not decision.allowed or not checkpointed or before:
+                return decision
+            try:
+                cp = self._store().create(
+                    session_id=self.session_id, tool_use_id=step_id, label=spec.name,
+                    journal=False,
+                )  # fmt: skip
+            except Exception as exc:  # fail closed: no undo point, no write
+                return Decision.deny(
+                    "internal_error",
+                    f"keel could not take a checkpoint before this action "
+                    f"({type(exc).__name__}: {exc}); denied to be safe",
+                    "Run `keel status` and check .keel/.",
+                )
+            before.append(cp)
+            self._emit_checkpoint(cp)
+            return decision
+
+        return decide
+
+    def _checkpoint_after(self, step_id: str) -> None:
+        """The ``after`` checkpoint of an action that got a ``before`` one (or why it failed)."""
+        try:
+            cp = self._store().after_call(self.session_id, step_id, journal=False)
+        except Exception as exc:  # the action ran; losing "after" must not lose its record
+            detail = f"{type(exc).__name__}: {exc}"
+            self._emit("error", {"event": "checkpoint.after_failed", "detail": detail})
+            return
+        self._emit_checkpoint(cp)
+
+    def _store(self) -> CheckpointStore:
+        if self.checkpoints is None:
+            from keel.workspace import Checkpoints
+
+            self.checkpoints = Checkpoints(self.workspace)
+        return self.checkpoints
+
+    def _emit_checkpoint(self, cp: Any) -> None:
+        from keel.workspace.checkpoints import checkpoint_payload
+
+        event = Event(
+            "checkpoint", self.session_id, checkpoint_payload(cp), trace_id=self.trace_id,
+            parent_span_id=self.root_span,
+        )  # fmt: skip
+        with self._lock:
+            self._events.append(event)
 
     def _guard(self) -> Guard:
         """The plan session's guard: the stop, then the policy (the engine journals)."""

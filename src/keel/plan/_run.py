@@ -76,11 +76,14 @@ def run_plan(
     prompt: Prompt | None = None,
     unsafe: bool = False,
     session_id: str | None = None,
+    checkpoints: bool = True,
 ) -> PlanReport:
     """Validate and run a parsed plan; an invalid plan gives an ``invalid`` report, runs nothing.
 
     Without ``runner`` the best sandbox is used (``SandboxError`` when there is none and
     ``unsafe`` is false); that sandbox also runs ``command.run`` unless ``exec_sandbox`` is given.
+    ``checkpoints``: a final action that writes is checkpointed before and after in the
+    workspace's store (the plan's session), as an agent's call is.
     """
     cfg = config or KeelConfig()
     root = Path(os.path.realpath(workspace))
@@ -96,6 +99,6 @@ def run_plan(
     extra: dict[str, Any] = {"session_id": session_id} if session_id else {}
     engine = PlanEngine(
         validation, root, runner, cfg, policy, journal, exec_sandbox,
-        dict(answers or {}), prompt, unsafe=unsafe, **extra,
+        dict(answers or {}), prompt, unsafe=unsafe, lazy_checkpoints=checkpoints, **extra,
     )  # fmt: skip
     return engine.run()

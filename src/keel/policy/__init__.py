@@ -24,7 +24,9 @@ A policy is *contained* when every command it allows runs inside ``keel exec``
 Besides ``Policy``, the package exports the facts other layers share with it, so that none of
 them reaches into its private modules: ``GlobSet`` and ``glob_to_regex`` (the gitignore-style
 globs of ``[sandbox] read_only`` and the protected paths), ``port_allowed`` (which ports a
-``network_allow`` entry allows; ``keel wrap``'s proxy applies the same rule),
+``network_allow`` entry allows; ``keel wrap``'s proxy applies the same rule), ``allow_entry``,
+``host_pattern`` and ``canonical_host`` (how an entry spells a host and port, and how it is
+read; ``keel allow-host`` and the proxy's refusals name entries with them),
 ``CommandFacts`` and ``CONSERVATIVE`` (what a command line does, for the monitor),
 ``secret_excludes`` (the secret-file globs a client's search is rewritten to exclude) and
 ``literal_dir`` (where a walking glob starts). ``preload`` readies the engine in a
@@ -36,7 +38,7 @@ from __future__ import annotations
 TYPE_CHECKING = False  # typing costs 3 ms to import on the hook path
 if TYPE_CHECKING:
     from keel.policy._facts import CONSERVATIVE, CommandFacts
-    from keel.policy._judge_net import port_allowed
+    from keel.policy._judge_net import allow_entry, canonical_host, host_pattern, port_allowed
     from keel.policy._judge_search import literal_dir, secret_excludes
     from keel.policy._paths import GlobSet, glob_to_regex
     from keel.policy._policy import Policy, patch_paths
@@ -46,7 +48,10 @@ __all__ = [
     "CommandFacts",
     "GlobSet",
     "Policy",
+    "allow_entry",
+    "canonical_host",
     "glob_to_regex",
+    "host_pattern",
     "literal_dir",
     "patch_paths",
     "port_allowed",
@@ -60,6 +65,9 @@ _WHERE = {
     "GlobSet": "_paths",
     "glob_to_regex": "_paths",
     "port_allowed": "_judge_net",
+    "allow_entry": "_judge_net",
+    "canonical_host": "_judge_net",
+    "host_pattern": "_judge_net",
     "CommandFacts": "_facts",
     "CONSERVATIVE": "_facts",
     "secret_excludes": "_judge_search",

@@ -136,19 +136,24 @@ def port_refused(host: str, port: int | None, entries: list[tuple[str, int | Non
         return deny(
             "network.port_not_allowed",
             f"{allowed}, and no port is named",
-            f'name the port, or add "{_bracket(host)}" (ports 80 and 443) to [policy] '
+            f'name the port, or add "{allow_entry(host, None)}" (ports 80 and 443) to [policy] '
             "network_allow in keel.toml",
         )
     return deny(
         "network.port_not_allowed",
         allowed,
-        f'add "{_bracket(host)}:{port}" to [policy] network_allow in keel.toml',
+        f'add "{allow_entry(host, port)}" to [policy] network_allow in keel.toml',
     )
 
 
-def _bracket(host: str) -> str:
-    """``host`` as an allowlist entry spells it: an IPv6 address in brackets."""
-    return f"[{host}]" if ":" in host else host
+def allow_entry(host: str, port: int | None) -> str:
+    """The ``network_allow`` entry for ``host`` on ``port``; ``None``: no port (80 and 443).
+
+    ``host:port``, or the host alone; an IPv6 address in brackets (``host_pattern`` reads it
+    back).
+    """
+    entry = f"[{host}]" if ":" in host else host
+    return entry if port is None else f"{entry}:{port}"
 
 
 def canonical_host(host: str) -> str:

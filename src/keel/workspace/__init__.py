@@ -3,9 +3,10 @@
 ``Checkpoints`` snapshots the user's files into ``.keel/checkpoints`` (never the user's own
 git), lists and diffs them, and rolls back; ``apply_patch`` applies a unified diff or a Codex
 ``*** Begin Patch`` all or nothing. ``checkpoint_health`` tells ``keel status`` whether the
-checkpoint store is usable now.
+checkpoint store is usable now, and which checkpoints it lost objects of (``Damage``).
 """
 
+from keel.workspace._damage import Damage, MissingObject
 from keel.workspace._lock import LockHolder, LockRecovery
 from keel.workspace.checkpoints import (
     Checkpoint,
@@ -22,10 +23,12 @@ __all__ = [
     "Checkpoint",
     "CheckpointHealth",
     "Checkpoints",
+    "Damage",
     "DiffResult",
     "FileChange",
     "LockHolder",
     "LockRecovery",
+    "MissingObject",
     "RollbackResult",
     "StaleLock",
     "checkpoint_event",

@@ -34,6 +34,9 @@ from keel.core.errors import WorkspaceError
 from keel.core.files import write_atomic
 from keel.core.root import STATE_DIR
 
+HEAD_REF = "refs/keel/head"
+"""The newest checkpoint: the shadow HEAD (a symbolic ref to it), never packed."""
+
 IDENTITY = {
     "GIT_AUTHOR_NAME": "keel",
     "GIT_AUTHOR_EMAIL": "keel@localhost",
@@ -134,7 +137,7 @@ class ShadowGit:
         self._check(("init", "-q", "--bare", "--template=", str(path)), env)
         for key, value in SHADOW_CONFIG:
             self._check(("--git-dir", str(path), "config", key, value), env)
-        self._check(("--git-dir", str(path), "symbolic-ref", "HEAD", "refs/keel/head"), env)
+        self._check(("--git-dir", str(path), "symbolic-ref", "HEAD", HEAD_REF), env)
         info = path / "info"
         info.mkdir(exist_ok=True)
         (info / "exclude").write_text(EXCLUDES, encoding="utf-8")
@@ -153,8 +156,9 @@ class ShadowGit:
             [self._git, *args], env=env, capture_output=True, check=False, cwd=self.root
         )
         if proc.returncode != 0:
-            detail = proc.stderr.decode("utf-8", "replace").strip()
-            raise WorkspaceError(f"git {args[0]} failed: {detail}", code="workspace.init")
+            raise WorkspaceError(
+                f"git {args[0]} failed: {git_detail(proc.stderr)}", code="workspace.init"
+            )
 
     def write_commit(self, tree: str, parent: str | None, message: str, ts: int) -> str:
         """Store a commit object directly (a loose object), saving a git process per checkpoint."""
@@ -232,10 +236,7 @@ class ShadowGit:
             pass  # the exit status below says what went wrong
         _, err = proc.communicate()
         if proc.returncode != 0:
-            raise WorkspaceError(
-                f"git fast-import failed: {err.decode('utf-8', 'replace').strip()}",
-                code="workspace.git",
-            )
+            raise WorkspaceError(f"git fast-import failed: {git_detail(err)}", code="workspace.git")
         self.run("read-tree", ref)
         self.run("update-ref", "-d", ref)
         self.run("update-index", "-q", "--refresh", check=False)
@@ -265,18 +266,25 @@ class ShadowGit:
         """Run ``git ARGS`` in the workspace; stdout as bytes; failures raise ``WorkspaceError``."""
         proc = self.proc(args, stdin=stdin, env=env)
         if check and proc.returncode != 0:
-            detail = proc.stderr.decode("utf-8", "replace").strip()
             raise WorkspaceError(
-                f"git {args[0]} failed in the checkpoint repository: {detail}",
+                f"git {args[0]} failed in the checkpoint repository: {git_detail(proc.stderr)}",
                 code="workspace.git",
                 command=list(args),
             )
         return proc.stdout
 
     def proc(
-        self, args: Sequence[str], *, stdin: bytes | None = None, env: dict[str, str] | None = None
+        self,
+        args: Sequence[str],
+        *,
+        stdin: bytes | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
-        """Run ``git ARGS`` and return the completed process, whatever its exit code."""
+        """Run ``git ARGS`` and return the completed process, whatever its exit code.
+
+        ``timeout``: seconds before git is killed and ``subprocess.TimeoutExpired`` raised.
+        """
         base = self._current_env()
         self._guard()
         try:
@@ -288,6 +296,7 @@ class ShadowGit:
                 capture_output=True,
                 check=False,
                 pass_fds=self._pass_fds(),
+                timeout=timeout,
             )
         except OSError as exc:
             raise WorkspaceError(f"could not run git: {exc}", code="workspace.git") from exc
@@ -297,6 +306,24 @@ class ShadowGit:
 
     def _pass_fds(self) -> tuple[int, ...]:
         return () if self.lock_fd is None else (self.lock_fd,)
+
+
+def git_detail(stderr: bytes) -> str:
+    """What git said on stderr, for a keel message: its ``fatal:``/``error:`` labels dropped.
+
+    keel's error carries the code and says what failed; git's labels would read as a second,
+    raw error inside it.
+    """
+    kept: list[str] = []
+    for line in stderr.decode("utf-8", "replace").splitlines():
+        label, colon, rest = line.partition(":")
+        text = rest if colon and label.strip().lower() in _GIT_LABELS else line
+        if text.strip():
+            kept.append(text.strip())
+    return "; ".join(kept) or "no message"
+
+
+_GIT_LABELS = frozenset({"fatal", "error", "warning"})
 
 
 def _neutral_attributes(git_dir: Path) -> None:

@@ -64,7 +64,8 @@ from keel.core.files import write_atomic
 from keel.core.root import state_dir
 from keel.workspace import _lock, _watch
 from keel.workspace._atomic import FileTransaction
-from keel.workspace._git import ShadowGit
+from keel.workspace._damage import Damage, absent, scan
+from keel.workspace._git import HEAD_REF, ShadowGit
 from keel.workspace._lock import LockRecovery
 
 CheckpointKind = Literal["before", "after", "manual", "rollback", "restored"]
@@ -72,7 +73,6 @@ CHECKPOINT_KINDS: tuple[CheckpointKind, ...] = ("before", "after", "manual", "ro
 TARGET_KINDS: frozenset[str] = frozenset({"before", "manual", "rollback"})
 """Kinds ``--last`` picks: the states an undo goes back to."""
 
-HEAD_REF = "refs/keel/head"
 DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
 MANUAL_SESSION = "manual"
 """The journal session of checkpoints and rollbacks that belong to no agent session."""
@@ -82,6 +82,8 @@ LARGE_FILES = "keel-large"
 """In the shadow repository: an ignore file (``core.excludesFile``) of the files over the cap."""
 LARGE_HEADER = "# written by keel: files over the checkpoint size cap\n"
 JOURNAL_FILES_CAP = 200
+DAMAGE_SCAN_SECONDS = 30.0
+"""How long a failed diff or rollback looks for the damage that explains it."""
 
 
 class EventSink(Protocol):
@@ -163,7 +165,8 @@ class RollbackResult:
     """A rollback that happened; ``undo`` is the checkpoint that takes it back.
 
     In a dry run (``dry_run``) nothing happened: the lists say what the rollback would do,
-    and ``undo`` and ``after`` are None.
+    and ``undo`` and ``after`` are None. They are None too, with every list empty, when
+    nothing had changed since ``target``: there was nothing to undo (``noop``).
     """
 
     target: Checkpoint
@@ -177,6 +180,11 @@ class RollbackResult:
     """Files changed since the checkpoint only by someone else, left as they are."""
     dry_run: bool = False
     """True when this only says what a rollback would do."""
+
+    @property
+    def noop(self) -> bool:
+        """True when nothing had changed since ``target``: nothing was (or would be) done."""
+        return self.undo is None and not self.files and not self.kept
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -317,10 +325,11 @@ class Checkpoints:
 
     def history(self, session_id: str | None = None) -> list[Checkpoint]:
         """Every checkpoint, oldest first; only one session's when ``session_id`` is given."""
-        head = self._head()
-        if head is None:
+        commit = self.git.read_ref(HEAD_REF)
+        if commit is None:
             return []
-        raw = self.git.run("log", "-z", "--format=%H%x1f%T%x1f%P%x1f%B", head.commit)
+        with self._intact(None, "read the checkpoint history"):
+            raw = self.git.run("log", "-z", "--format=%H%x1f%T%x1f%P%x1f%B", commit)
         items = [_parse_commit(chunk) for chunk in raw.decode("utf-8", "replace").split("\0")]
         cps = [c for c in reversed(items) if c is not None]
         if session_id is not None:
@@ -386,18 +395,23 @@ class Checkpoints:
         """What changed since ``checkpoint``: files (with renames) and a unified diff.
 
         ``deadline`` bounds the wait for another keel process, as in ``create``.
+
+        Raises:
+            WorkspaceError: ``workspace.corrupt`` when the store lost objects the diff needs,
+                naming the damaged checkpoints and the files whose content is gone.
         """
-        with self._locked(deadline):
-            now = self._snapshot()
-        raw = self.git.run("diff-tree", "-r", "-z", "-M", checkpoint.tree, now.tree)
-        changes = tuple(_change(e) for e in _parse_diff_tree(raw))
-        text = ""
-        if patch and changes:
-            out = self.git.run(
-                "diff", "--no-color", "--no-ext-diff", "--no-textconv", "-M",
-                checkpoint.tree, now.tree,
-            )  # fmt: skip
-            text = out.decode("utf-8", "replace")
+        with self._intact(checkpoint, "diff against"):
+            with self._locked(deadline):
+                now = self._snapshot()
+            raw = self.git.run("diff-tree", "-r", "-z", "-M", checkpoint.tree, now.tree)
+            changes = tuple(_change(e) for e in _parse_diff_tree(raw))
+            text = ""
+            if patch and changes:
+                out = self.git.run(
+                    "diff", "--no-color", "--no-ext-diff", "--no-textconv", "-M",
+                    checkpoint.tree, now.tree,
+                )  # fmt: skip
+                text = out.decode("utf-8", "replace")
         outside: tuple[str, ...] = ()
         if in_scope is not None:
             touched = {c.path for c in changes} | {c.old_path for c in changes if c.old_path}
@@ -425,7 +439,21 @@ class Checkpoints:
         ``deadline`` bounds the wait for another keel process, as in ``create``.
         ``dry_run`` decides the same way (and refuses the same way) but restores nothing and
         takes no checkpoint: the result lists what would be restored, deleted and kept.
+
+        A rollback that would restore nothing refuses too when files changed since ``target``
+        (``workspace.nothing_to_roll_back``: only someone else changed them; ``force`` resets
+        them), and is a no-op when nothing changed: no file, checkpoint or journal entry.
+
+        Raises:
+            WorkspaceError: ``workspace.user_changes``, ``workspace.nothing_to_roll_back``;
+                ``workspace.corrupt`` when the store lost objects the rollback needs.
         """
+        with self._intact(target, "roll back to"):
+            return self._rollback(target, force, deadline, dry_run)
+
+    def _rollback(
+        self, target: Checkpoint, force: bool, deadline: float | None, dry_run: bool
+    ) -> RollbackResult:
         with self._locked(deadline, target.session_id):
             now = self._snapshot()
             self._progress("working out who changed what")
@@ -448,7 +476,17 @@ class Checkpoints:
                 )
             kept = sorted(changed - agent) if not force else []
             entries = [e for e in entries if e.path not in kept]
-            if dry_run:
+            if kept and not entries:
+                raise WorkspaceError(
+                    _nothing_of_the_agents(target, kept),
+                    code="workspace.nothing_to_roll_back",
+                    files=kept,
+                    checkpoint=target.short,
+                )
+            if not changed:  # nothing to undo: no checkpoints that only say so
+                return RollbackResult(target, None, None, dry_run=dry_run)
+            if dry_run:  # it would refuse for a lost object too: say so now
+                self._require_blobs([e.blob for e in entries if e.status != "A"])
                 return RollbackResult(
                     target,
                     None,
@@ -472,7 +510,32 @@ class Checkpoints:
         self._journal_rollback(result)
         return result
 
+    def damage(self, *, deadline: float | None = None) -> Damage | None:
+        """What the store lost: the checkpoints that cannot be diffed or restored, and why.
+
+        Read-only, without the lock; None when the scan ran past ``deadline`` (a
+        ``time.monotonic()`` instant). See ``_damage``.
+        """
+        head = self.git.read_ref(HEAD_REF)
+        return Damage() if head is None else scan(self.git, head, deadline=deadline)
+
     # -- internals ------------------------------------------------------------------------
+
+    @contextmanager
+    def _intact(self, target: Checkpoint | None, action: str) -> Iterator[None]:
+        """A git failure that a damaged store explains as ``workspace.corrupt``.
+
+        A failure with no damage behind it (or when the scan runs out of time) passes as it is.
+        """
+        try:
+            yield
+        except WorkspaceError as exc:
+            if exc.code not in ("workspace.git", "workspace.corrupt"):
+                raise
+            damage = self.damage(deadline=time.monotonic() + DAMAGE_SCAN_SECONDS)
+            if damage is None or not damage.found:
+                raise
+            raise damage.error(target.id if target else None, action) from exc
 
     @contextmanager
     def _locked(
@@ -801,6 +864,14 @@ class Checkpoints:
         txn.commit(prune_dirs=True)
         return restored, deleted
 
+    def _require_blobs(self, shas: list[str]) -> None:
+        """``workspace.corrupt`` unless every blob is in the store (read nothing)."""
+        missing = sorted(absent(self.git, sorted(set(shas))))
+        if missing:
+            raise WorkspaceError(
+                f"checkpoint object {missing[0]} is missing", code="workspace.corrupt"
+            )
+
     def _read_blobs(self, shas: list[str]) -> dict[str, bytes]:
         unique = sorted(set(shas))
         if not unique:
@@ -907,6 +978,16 @@ def _io_error(exc: OSError) -> WorkspaceError:
         f"checkpoint storage failed: {exc.strerror or exc} ({exc.filename or 'no file'})",
         code="workspace.io",
         path=str(exc.filename) if exc.filename else None,
+    )
+
+
+def _nothing_of_the_agents(target: Checkpoint, files: list[str]) -> str:
+    shown = ", ".join(files[:20]) + (f" and {len(files) - 20} more" if len(files) > 20 else "")
+    return (
+        f"refusing to roll back to {target.short}: nothing to undo. No agent call changed a "
+        f"file since that checkpoint; the {len(files)} file(s) changed since were changed by "
+        f"you (or another session), and a rollback leaves those alone: {shown}. Pass --force "
+        "to reset them to the checkpoint."
     )
 
 

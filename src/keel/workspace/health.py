@@ -1,24 +1,32 @@
-"""The checkpoint store's health, for ``keel status``: cheap, read-only, no git process.
+"""The checkpoint store's health, for ``keel status``: cheap and read-only.
 
 ``checkpoint_health(root)`` says whether checkpoints can be taken now: the store is not
 created yet, another process holds it (which, and whether it is stopped), a git lock file a
 killed process left is waiting to be cleared (keel clears it on the next checkpoint), and
-which stale lock keel cleared last.
+which stale lock keel cleared last. When the store is idle it also checks that every
+checkpoint's objects are there (``_damage``: one git process, within ``OBJECT_CHECK_SECONDS``;
+more only when something is missing), so damage shows before a rollback needs it.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from keel.core.errors import WorkspaceError
 from keel.core.root import state_dir
 from keel.workspace import _lock
+from keel.workspace._damage import Damage, scan
+from keel.workspace._git import HEAD_REF, ShadowGit
 from keel.workspace._lock import LockHolder, LockRecovery
 
-HealthState = Literal["ok", "not_initialised", "locked", "stale_lock", "unreadable"]
+HealthState = Literal["ok", "not_initialised", "locked", "stale_lock", "unreadable", "damaged"]
+ObjectsState = Literal["complete", "damaged", "unchecked"]
+OBJECT_CHECK_SECONDS = 5.0
+"""How long ``keel status`` spends checking the checkpoints' objects, at most."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +45,8 @@ class CheckpointHealth:
     state: HealthState
     """``ok``; ``not_initialised`` (no checkpoint yet); ``locked`` (another process holds the
     store: callers wait); ``stale_lock`` (a dead process's git lock, cleared on next use);
-    ``unreadable`` (the store could not be examined: ``error`` says why)."""
+    ``unreadable`` (the store could not be examined: ``error`` says why); ``damaged``
+    (objects some checkpoints need are gone: ``damage`` says which lost what)."""
     repo: str
     holder: LockHolder | None = None
     """Who holds the store, when ``locked`` and it said so."""
@@ -45,10 +54,17 @@ class CheckpointHealth:
     last_recovery: tuple[LockRecovery, ...] = ()
     """The stale locks keel removed the last time it found any."""
     error: str | None = None
+    objects: ObjectsState = "unchecked"
+    """Whether every checkpoint's objects are there; ``unchecked`` while the store is busy,
+    when there is no checkpoint, or past the time budget (``note`` says which)."""
+    damage: Damage | None = None
+    """When ``damaged``: which checkpoints lost what."""
+    note: str | None = None
+    """Why ``ok`` comes with ``objects`` unchecked."""
 
     @property
     def ok(self) -> bool:
-        """True when a checkpoint can be taken now without waiting."""
+        """True when a checkpoint can be taken now without waiting, and none is damaged."""
         return self.state in ("ok", "not_initialised", "stale_lock")
 
     def summary(self, now: float | None = None) -> str:
@@ -69,7 +85,7 @@ class CheckpointHealth:
             case "not_initialised":
                 return "none yet"
             case "ok":
-                return "ok"
+                return "ok" if self.note is None else f"ok ({self.note})"
             case "locked":
                 holder = self.holder
                 if holder is None:
@@ -80,6 +96,9 @@ class CheckpointHealth:
                 return line
             case "unreadable":
                 return f"unreadable: {self.error}"
+            case "damaged":
+                summary = self.damage.summary() if self.damage else "objects are missing"
+                return f"DAMAGED: {summary} (`keel diff` and `keel rollback` refuse them)"
             case "stale_lock":
                 stale = self.stale_locks
                 locks = ", ".join(f"{x.lock} ({_span(x.age_seconds)} old)" for x in stale)
@@ -95,16 +114,31 @@ class CheckpointHealth:
             "stale_locks": [asdict(s) for s in self.stale_locks],
             "last_recovery": [r.to_dict() for r in self.last_recovery],
             "error": self.error,
+            "objects": self.objects,
+            "damage": self.damage.to_dict() if self.damage else None,
+            "note": self.note,
         }
 
 
-def checkpoint_health(root: Path) -> CheckpointHealth:
-    """The state of ``root``'s checkpoint store, without changing or waiting for anything."""
-    git_dir = state_dir(Path(root).resolve()) / "checkpoints"
+def checkpoint_health(
+    root: Path, *, objects: bool = True, budget: float = OBJECT_CHECK_SECONDS
+) -> CheckpointHealth:
+    """The state of ``root``'s checkpoint store, without changing or waiting for anything.
+
+    ``objects``: also check that every checkpoint's objects are there, for at most
+    ``budget`` seconds (state ``damaged`` when some are gone).
+    """
+    root = Path(root).resolve()
+    git_dir = state_dir(root) / "checkpoints"
     try:
-        return _examine(git_dir)
+        health = _examine(git_dir)
+        if objects and health.state in ("ok", "stale_lock"):
+            return _check_objects(health, root, git_dir, budget)
+        return health
     except OSError as exc:
         return CheckpointHealth("unreadable", str(git_dir), error=f"{exc.strerror or exc}")
+    except WorkspaceError as exc:  # no git, or a store that points elsewhere
+        return CheckpointHealth("unreadable", str(git_dir), error=exc.message)
 
 
 def _examine(git_dir: Path) -> CheckpointHealth:
@@ -119,6 +153,22 @@ def _examine(git_dir: Path) -> CheckpointHealth:
         stale = _stale_locks(git_dir)  # nobody can be running git while this looks
     state: HealthState = "stale_lock" if stale else "ok"
     return CheckpointHealth(state, str(git_dir), stale_locks=stale, last_recovery=recovered)
+
+
+def _check_objects(
+    health: CheckpointHealth, root: Path, git_dir: Path, budget: float
+) -> CheckpointHealth:
+    """``health`` with what the object check found (``_damage.scan``)."""
+    git = ShadowGit(root, git_dir)
+    head = git.read_ref(HEAD_REF)
+    if head is None:
+        return replace(health, note="no checkpoint yet")
+    damage = scan(git, head, deadline=time.monotonic() + budget)
+    if damage is None:
+        return replace(health, note=f"objects not checked: over the {budget:g} s budget")
+    if not damage.found:
+        return replace(health, objects="complete")
+    return replace(health, state="damaged", objects="damaged", damage=damage)
 
 
 def _stale_locks(git_dir: Path) -> tuple[StaleLock, ...]:

@@ -88,6 +88,7 @@ class Tally:
         "prompts",
         "quarantined",
         "restored",
+        "stopped",
         "timed_out",
         "unchecked",
     )
@@ -97,6 +98,7 @@ class Tally:
         self.unchecked = False
         self.exit_code = 0
         self.timed_out = False
+        self.stopped: str | None = None
         self.quarantined: list[str] = []
         self.restored: list[str] = []
         self.prompts: list[str] = []
@@ -113,6 +115,7 @@ class Tally:
             prompts=tuple(self.prompts),
             quarantined=tuple(self.quarantined),
             restored=tuple(self.restored),
+            stopped=self.stopped,
             timed_out=self.timed_out,
             timeout=timeout,
             unchecked=self.unchecked,
@@ -123,8 +126,9 @@ class Outcome(Frozen):
     """What one contained run did (the CLI's view; ``ExecResult`` is the public one).
 
     ``prompts``: prompt files of future agent sessions the command created, changed or
-    removed; ``interrupted``: the signal that ended ``keel exec`` early; ``unchecked``: the
-    workspace could not be checked afterwards (the run does not count as clean).
+    removed; ``interrupted``: the signal that ended ``keel exec`` early; ``stopped``: the
+    emergency stop's reason when ``keel stop`` ended the run; ``unchecked``: the workspace
+    could not be checked afterwards (the run does not count as clean).
     """
 
     __slots__ = (
@@ -136,6 +140,7 @@ class Outcome(Frozen):
         "prompts",
         "quarantined",
         "restored",
+        "stopped",
         "timed_out",
         "timeout",
         "unchecked",
@@ -148,6 +153,7 @@ class Outcome(Frozen):
     prompts: tuple[str, ...]
     quarantined: tuple[str, ...]
     restored: tuple[str, ...]
+    stopped: str | None
     timed_out: bool
     timeout: float
     unchecked: bool
@@ -163,6 +169,7 @@ class Outcome(Frozen):
         prompts: tuple[str, ...],
         quarantined: tuple[str, ...],
         restored: tuple[str, ...],
+        stopped: str | None,
         timed_out: bool,
         timeout: float,
         unchecked: bool,
@@ -176,6 +183,7 @@ class Outcome(Frozen):
             prompts=prompts,
             quarantined=quarantined,
             restored=restored,
+            stopped=stopped,
             timed_out=timed_out,
             timeout=timeout,
             unchecked=unchecked,
@@ -348,6 +356,20 @@ def private_dir() -> str:
             continue
         return path
     raise refused("cannot create a private directory for the proxy", "sandbox.tmpdir")
+
+
+def new_proxy(ctx: Context, check: Any = None) -> Proxy:
+    """The run's proxy: judged by the workspace's policy (or ``check``).
+
+    Its decisions are logged to ``PROXY_LOG``, its refusals journaled with the command
+    (``_journal``).
+    """
+    from keel.sandbox.exec._journal import denial_recorder
+    from keel.sandbox.exec._proxy import Proxy, policy_check
+
+    on_deny = denial_recorder(ctx.root, ctx.command, ctx.report)
+    log = os.path.join(ctx.root, PROXY_LOG)
+    return Proxy(check or policy_check(ctx.root), log, on_deny)
 
 
 def stop_proxy(proxy: Proxy | None, private: str | None) -> None:

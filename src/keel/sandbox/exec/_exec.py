@@ -14,7 +14,12 @@ Exit codes: the command's own, ``128 + N`` when it died of signal N; ``123`` the
 succeeded but planted control files, which were quarantined (or they could not be checked);
 ``124`` the wall-clock limit;
 ``125`` keel could not contain it (no backend, setup failed, bad config, refused view);
-``126`` refused: the emergency stop is set; ``127`` the command was not found.
+``126`` the emergency stop: set before the run (refused) or during it (``keel stop`` killed
+it); ``127`` the command was not found.
+
+Run by root, the sandbox's pid namespace gets its own ``pid_max`` (``_pidns``): RLIMIT_NPROC
+does not bind root, and a fork bomb would otherwise fill the host. Each run is journaled, and
+each connection its proxy refused (``_journal``).
 
 Standard library only at import time: this runs for every contained shell call.
 """
@@ -31,13 +36,14 @@ from keel.sandbox.exec import _control
 from keel.sandbox.exec._context import (
     EXIT_NOT_FOUND,
     EXIT_QUARANTINED,
+    EXIT_REFUSED,
     EXIT_TIMEOUT,
-    PROXY_LOG,
     Context,
     Limits,
     Outcome,
     Tally,
     environment,
+    new_proxy,
     planted_submodules,
     private_dir,
     refused,
@@ -87,6 +93,7 @@ def execute(
     wrap: Any = None,
     report: str | None = None,
     decisions: bool = True,
+    detach_journal: bool = False,
 ) -> Outcome:
     """Run ``command`` contained; raises a ``keel.core.errors`` error when it cannot.
 
@@ -97,7 +104,10 @@ def execute(
     ``keel.sandbox.wrap._wrap``. ``report``: write what the run left behind to
     ``.keel/exec/reports/<report>.json`` (``_control.write_report``). ``decisions=False``:
     leave ``Outcome.connections`` empty (the proxy log has them; not waiting for the
-    workspace daemon to send them saves the CLI a round trip).
+    workspace daemon to send them saves the CLI a round trip). The run is journaled
+    (``_journal.record_run``; not ``keel wrap``'s, whose client's hooks journal its calls)
+    once it is over; ``detach_journal``: by a fork that outlives this process (the command
+    line, which exits next, does not wait for the journal).
     """
     started = time.perf_counter()
     if not command:
@@ -122,16 +132,44 @@ def execute(
     ctx.decisions = decisions
     previous = {sig: _signal.signal(sig, _handler(ctx)) for sig in _SIGNALS}
     try:
-        ctx.registration = Registration(root, {"argv": ctx.command, "cwd": ctx.cwd})
+        ctx.registration = Registration(
+            root, {"argv": ctx.command, "cwd": ctx.cwd, "report": report}
+        )
         try:
             _refuse_if_stopped(root)
             tally = _run(ctx, backend or ctx.sandbox.backend)
         finally:
             ctx.registration.remove()
+        tally.stopped = _stopped_by(ctx, tally)
     finally:
         for sig, handler in previous.items():
             _signal.signal(sig, handler)
-    return tally.outcome((time.perf_counter() - started) * 1000, limit, ctx.interrupted)
+    outcome = tally.outcome((time.perf_counter() - started) * 1000, limit, ctx.interrupted)
+    if wrap is None:  # a wrapped client's own calls are journaled by its hooks
+        _journal_run(ctx, outcome, detach_journal)
+    return outcome
+
+
+def _journal_run(ctx: Context, outcome: Outcome, detach: bool) -> None:
+    """The run's ``exec`` event (``_journal``): what ran, how it ended, what it left."""
+    from keel.sandbox.exec._journal import record_run
+
+    data = {
+        "argv": list(ctx.command),
+        "cwd": ctx.cwd,
+        "exit_code": code_of(outcome),
+        "duration_ms": round(outcome.duration_ms, 1),
+        "backend": outcome.backend,
+        "timed_out": outcome.timed_out,
+        "stopped": outcome.stopped,
+        "interrupted": outcome.interrupted,
+        "quarantined": list(outcome.quarantined),
+        "restored": list(outcome.restored),
+        "prompts": list(outcome.prompts),
+        "unchecked": outcome.unchecked,
+        "report": ctx.report,
+    }
+    record_run(ctx.root, data, detach=detach)
 
 
 def _run(ctx: Context, requested: str) -> Tally:
@@ -222,13 +260,14 @@ def _spawn_and_wait(
     network = None
     if ctx.network and ctx.wrap is None:  # before the pipes: the fork must not hold them
         try:
-            network = _Network(ctx.root, ctx.environ)
+            network = _Network(ctx)
         except BaseException:
             _close(seccomp)
             raise
     status_r, status_w = os.pipe()
-    # bwrap waits (--block-fd) until the proxy's listener is inside
-    block_r, block_w = os.pipe() if network is not None else (None, None)
+    # bwrap waits (--block-fd) until the proxy's listener is inside and the processes capped
+    cap = _caps_processes()
+    block_r, block_w = os.pipe() if network is not None or cap else (None, None)
     try:
         argv = eb.bwrap_argv(
             binary,
@@ -263,8 +302,8 @@ def _spawn_and_wait(
         processes = [(p, process_start(p)) for p in (proc.pid, init) if p is not None]
         assert ctx.registration is not None
         ctx.registration.update(backend="bwrap", processes=processes)
-        if network is not None and block_w is not None and init is not None:
-            _release(ctx, network, proc.status, block_w)
+        if block_w is not None and init is not None:
+            _release(ctx, network, proc.status, block_w, cap)
         _wait(ctx, outcome, proc)
     except BaseException:
         proc.kill()  # never leave the command running behind an error
@@ -279,10 +318,28 @@ def _spawn_and_wait(
             outcome.connections = network.finish(ctx.decisions)
 
 
-def _release(ctx: Context, network: _Network, status: dict[str, int], block_w: int) -> None:
-    """Put the proxy's listener in the sandbox, then let bwrap execute the command."""
+def _caps_processes() -> bool:
+    """Whether the run's pid namespace gets its own ``pid_max`` (``_pidns``).
+
+    Only for root: everyone else is held by RLIMIT_NPROC (``Limits``), which the kernel does
+    not enforce for root.
+    """
+    if os.getuid() != 0:
+        return False
+    from keel.sandbox.exec._pidns import supported
+
+    return supported()
+
+
+def _release(
+    ctx: Context, network: _Network | None, status: dict[str, int], block_w: int, cap: bool
+) -> None:
+    """Cap the sandbox's processes and put the proxy's listener in it, then let bwrap go on."""
     try:
-        network.place(status)
+        if cap:
+            _cap(ctx, status)
+        if network is not None:
+            network.place(status)
     except Exception as exc:
         if ctx.interrupted is None:
             raise
@@ -290,6 +347,27 @@ def _release(ctx: Context, network: _Network, status: dict[str, int], block_w: i
         message = "interrupted before the command started"
         raise refused(message, "exec.interrupted", 128 + signum) from exc
     _quiet.call(os.write, block_w, b"x")  # bwrap gone already: _wait tells
+
+
+def _cap(ctx: Context, status: dict[str, int]) -> None:
+    """Set the ``pid_max`` of the sandbox's pid namespace (root's runs; see ``_pidns``).
+
+    A kernel or system that does not let it be set leaves the run uncapped, as before.
+
+    Raises:
+        ExecRefused: bwrap's report does not name the namespace there is (the caller kills
+            the sandbox).
+    """
+    from keel.sandbox.exec._pidns import cap
+
+    pid, pid_ns = status.get("child-pid"), status.get("pid-namespace")
+    if pid is None or pid_ns is None:
+        raise refused("bwrap did not report its pid namespace", "sandbox.processes")
+    try:
+        cap(pid, pid_ns, ctx.sandbox.exec_max_processes)
+    except OSError as exc:
+        message = f"cannot cap the sandbox's processes: {exc}"
+        raise refused(message, "sandbox.processes") from exc
 
 
 def _wait(ctx: Context, outcome: Tally, proc: Any) -> None:
@@ -346,19 +424,41 @@ def after_run(ctx: Context, outcome: Tally, before: Scan, deep: _control.Snapsho
 
 
 def final_code(outcome: Outcome, err: TextIO | None = None) -> int:
+    """The exit status of ``keel exec`` for ``outcome``, said on ``err`` when keel ended it."""
+    ending = _ending(outcome)
+    if ending is not None:
+        out: Any = err if err is not None else sys.stderr
+        out.write(f"keel: {ending}\n")
+    return code_of(outcome)
+
+
+def code_of(outcome: Outcome) -> int:
     """The exit status of ``keel exec`` for ``outcome`` (see the module docstring)."""
-    out: Any = err if err is not None else sys.stderr
+    if outcome.stopped is not None:
+        return EXIT_REFUSED
     if outcome.timed_out:
-        out.write(f"keel: timed out after {outcome.timeout:g} s; the command was killed\n")
         return EXIT_TIMEOUT
     if outcome.interrupted is not None:
-        name = _SIGNALS.get(outcome.interrupted, str(outcome.interrupted))
-        out.write(f"keel: interrupted by {name}; the contained command was killed\n")
         return 128 + outcome.interrupted
     planted = outcome.quarantined or outcome.restored or outcome.unchecked
     if planted and outcome.exit_code == 0:
         return EXIT_QUARANTINED
     return outcome.exit_code
+
+
+def _ending(outcome: Outcome) -> str | None:
+    """Why keel ended the command, if it did."""
+    if outcome.stopped is not None:
+        return (
+            f"stopped: the emergency stop is set ({outcome.stopped}); the contained command "
+            "was killed (`keel resume` clears the stop)"
+        )
+    if outcome.timed_out:
+        return f"timed out after {outcome.timeout:g} s; the command was killed"
+    if outcome.interrupted is not None:
+        name = _SIGNALS.get(outcome.interrupted, str(outcome.interrupted))
+        return f"interrupted by {name}; the contained command was killed"
+    return None
 
 
 # -- preparation -----------------------------------------------------------------------------
@@ -396,20 +496,40 @@ def _config(root: str) -> Any:
         raise ConfigError(f"cannot read keel.toml: {message}", code="config.invalid") from exc
 
 
+def _stopped_by(ctx: Context, outcome: Tally) -> str | None:
+    """The emergency stop's reason if ``keel stop`` ended the run, else ``None``.
+
+    ``keel stop`` sets the flag, then SIGTERMs ``keel exec`` and SIGKILLs the sandbox: a run
+    ended from outside (a signal here, or the sandbox killed) while the flag is set was
+    ended by the stop, and exits 126 as a run the stop refused does.
+    """
+    killed = outcome.exit_code == 128 + _signal.SIGKILL
+    if ctx.interrupted is None and not killed:
+        return None
+    return _stop_set(ctx.root)
+
+
 def _refuse_if_stopped(root: str) -> None:
-    try:
-        os.lstat(os.path.join(root, STATE_DIR, STOP_FILE))
-    except FileNotFoundError:
+    reason = _stop_set(root)
+    if reason is None:
         return
-    except OSError:
-        pass  # an unreadable flag is a set flag
-    reason = stop_reason(root) or "emergency stop"
     from keel.core.errors import StopRequested
 
     raise StopRequested(
         f"refused: the emergency stop is set ({reason}); `keel resume` clears it",
         code="stop.active",
     )
+
+
+def _stop_set(root: str) -> str | None:
+    """The emergency stop's reason when its flag is set (unreadable counts as set)."""
+    try:
+        os.lstat(os.path.join(root, STATE_DIR, STOP_FILE))
+    except FileNotFoundError:
+        return None
+    except OSError:
+        pass  # an unreadable flag is a set flag
+    return stop_reason(root) or "emergency stop"
 
 
 def _ensure_state(root: str) -> None:
@@ -458,13 +578,13 @@ def _seccomp_fd(ctx: Context, profile: Any) -> int:
 
 
 def _start_proxy(ctx: Context, outcome: Tally) -> tuple[Proxy, str]:
-    from keel.sandbox.exec._proxy import Proxy, policy_check
+    from keel.sandbox.exec._proxy import policy_check
 
     private = private_dir()
     check = policy_check(ctx.root)
     if ctx.wrap is not None:
         check = ctx.wrap.check(check)
-    proxy = Proxy(check, os.path.join(ctx.root, PROXY_LOG))
+    proxy = new_proxy(ctx, check)
     proxy.listen_unix(os.path.join(private, "proxy.sock"))
     outcome.connections = proxy.decisions
     return proxy, private
@@ -482,7 +602,7 @@ class _Network:
     a way out that no proxy judges.
     """
 
-    def __init__(self, root: str, environ: Mapping[str, str]) -> None:
+    def __init__(self, ctx: Context) -> None:
         """Find the daemon's record, or fork the placer (see the class).
 
         Raises:
@@ -490,8 +610,9 @@ class _Network:
         """
         from keel.sandbox.exec._proxyd import recorded
 
-        self.root = root
-        self.daemon = recorded(root, environ)
+        self.ctx = ctx
+        self.root = ctx.root
+        self.daemon = recorded(ctx.root, ctx.environ)
         self.session: Session | None = None
         self.placer: Placer | None = None
         self.proxy: Proxy | None = None
@@ -525,9 +646,7 @@ class _Network:
         except OSError as exc:
             message = f"cannot put the proxy inside the sandbox: {exc}"
             raise refused(message, "sandbox.network") from exc
-        from keel.sandbox.exec._proxy import Proxy, policy_check
-
-        self.proxy = Proxy(policy_check(self.root), os.path.join(self.root, PROXY_LOG))
+        self.proxy = new_proxy(self.ctx)
         self.proxy.serve(listener)
 
     def finish(self, decisions: bool) -> list[Any]:

@@ -45,11 +45,11 @@ import tempfile
 from keel.core.root import STATE_DIR
 from keel.sandbox.exec import _control
 from keel.sandbox.exec._context import (
-    PROXY_LOG,
     Context,
     Limits,
     Tally,
     environment,
+    new_proxy,
     planted_submodules,
     refused,
     report_prompts,
@@ -119,9 +119,7 @@ def run_landlock(ctx: Context) -> Tally:
 
 
 def _start_proxy_tcp(ctx: Context, outcome: Tally) -> tuple[Proxy, int]:
-    from keel.sandbox.exec._proxy import Proxy, policy_check
-
-    proxy = Proxy(policy_check(ctx.root), os.path.join(ctx.root, PROXY_LOG))
+    proxy = new_proxy(ctx)
     port = proxy.listen_tcp()
     outcome.connections = proxy.decisions
     return proxy, port

@@ -21,7 +21,12 @@ port the suggestion names the entry that would allow it, so ``CONNECT github.com
 *name* that resolves to a loopback, link-local or unspecified address is refused unless it is
 ``localhost`` (DNS cannot smuggle a connection to the host's own services); the proxy connects
 to the address it checked. Every decision is kept (``decisions``) and appended as a JSON line
-to the log file, if one is given.
+to the log file, if one is given; every refusal is also handed to ``on_deny`` (``keel exec``
+journals it: ``_journal``) once the client has its answer, and ``close`` waits for those.
+
+A refusal names the ``network_allow`` entry that would allow the connection, and the command
+that adds it: ``add "HOST" to [policy] network_allow in keel.toml, or run `keel allow-host
+HOST``` (``HOST:PORT`` for a port other than 80 and 443).
 
 Starting it costs ``keel exec`` little: the listener is a ``_socket`` socket served by a
 ``_thread`` thread; ``socket``, ``threading`` and the rest are imported by that thread when
@@ -36,6 +41,7 @@ import os
 import time
 
 from keel.core.frozen import Frozen
+from keel.sandbox.os import _quiet
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,6 +54,10 @@ if TYPE_CHECKING:
 HEAD_LIMIT = 64 << 10
 CONNECT_TIMEOUT = 30.0
 IDLE_TIMEOUT = 600.0
+REPORT_TIMEOUT = 10.0
+"""How long ``close`` waits for the refusals still being handed to ``on_deny``."""
+_NAMED = ("network.not_allowed", "network.port_not_allowed")
+"""The refusals an allowlist entry would lift: their answer names it."""
 _HOP_HEADERS = (b"proxy-connection", b"proxy-authorization", b"connection", b"keep-alive")
 
 
@@ -105,8 +115,11 @@ def policy_check(root: str) -> Check:
                 policy = cache[0][1]
             decision = policy.check_host(host, port)
             reason = decision.reason
-            if decision.suggestion:  # a refusal says what would allow it (the entry to add)
-                reason = f"{reason}; {decision.suggestion}"
+            suggestion = decision.suggestion
+            if decision.rule in _NAMED:
+                suggestion = allow_hint(host, port)
+            if suggestion:  # a refusal says what would allow it (the entry to add)
+                reason = f"{reason}; {suggestion}"
             return decision.decision == "allow", decision.rule, reason
         except Exception as exc:  # fail closed: no decision is a deny
             return False, "internal_error", f"the policy check failed: {type(exc).__name__}"
@@ -114,15 +127,36 @@ def policy_check(root: str) -> Check:
     return check
 
 
+def allow_hint(host: str, port: int) -> str:
+    """What lets ``host:port`` through: the ``network_allow`` entry, and ``keel allow-host``.
+
+    A web port (80, 443) needs the host alone, which allows both; any other port is named.
+    """
+    from keel.policy import allow_entry, canonical_host, port_allowed
+
+    entry = allow_entry(canonical_host(host), None if port_allowed(None, port) else port)
+    return f'add "{entry}" to [policy] network_allow in keel.toml, or run `keel allow-host {entry}`'
+
+
 class Proxy:
     """An allowlisting HTTP proxy on a Unix socket or a loopback TCP port (see the module)."""
 
-    def __init__(self, check: Check, log_path: str | None = None) -> None:
-        """Serve connections judged by ``check(host, port) -> (allowed, rule, reason)``."""
+    def __init__(
+        self,
+        check: Check,
+        log_path: str | None = None,
+        on_deny: Callable[[ProxyDecision], object] | None = None,
+    ) -> None:
+        """Serve connections judged by ``check(host, port) -> (allowed, rule, reason)``.
+
+        ``on_deny`` is given every refused connection, after the client had its answer.
+        """
         self._check = check
         self._log_path = log_path
+        self._on_deny = on_deny
         self._lock = _thread.allocate_lock()
         self._listener: _socket.socket | None = None
+        self._reporting: list[Any] = []
         self.decisions: list[ProxyDecision] = []
 
     def listen_unix(self, path: str) -> None:
@@ -145,16 +179,26 @@ class Proxy:
         """
         self._serve(_socket.socket(fileno=listener))
 
-    def close(self) -> None:
-        """Stop accepting (open tunnels end when their peers close)."""
+    def close(self, *, wait: bool = True) -> None:
+        """Stop accepting (open tunnels end when their peers close).
+
+        ``wait``: then wait for the refusals still being handed to ``on_deny``
+        (``wait_reports``).
+        """
         listener, self._listener = self._listener, None
         if listener is not None:
-            try:
-                listener.shutdown(_socket.SHUT_RDWR)  # wakes the thread blocked in accept
-            except OSError:
-                listener.close()
-                return
+            _quiet.call(listener.shutdown, _socket.SHUT_RDWR)  # wakes the thread in accept
             listener.close()
+        if wait:
+            self.wait_reports()
+
+    def wait_reports(self) -> None:
+        """Wait (``REPORT_TIMEOUT`` at most) until ``on_deny`` has every refusal so far."""
+        deadline = time.monotonic() + REPORT_TIMEOUT
+        with self._lock:
+            reporting = list(self._reporting)
+        for thread in reporting:
+            thread.join(max(deadline - time.monotonic(), 0))
 
     def _serve(self, sock: _socket.socket) -> None:
         sock.listen(128)
@@ -175,28 +219,44 @@ class Proxy:
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
 
     def _handle(self, conn: socket.socket) -> None:
+        refused: ProxyDecision | None = None
         try:
-            self._serve_one(conn)
+            refused = self._serve_one(conn)
         except OSError:
             return  # the client or the server went away: nothing to tell anyone
         finally:
             conn.close()
+        if refused is not None and self._on_deny is not None:
+            self._report(refused, self._on_deny)
 
-    def _serve_one(self, conn: socket.socket) -> None:
-        """Answer one client: refuse it, or connect and relay until both sides are done."""
+    def _report(self, refused: ProxyDecision, on_deny: Callable[[ProxyDecision], object]) -> None:
+        import threading
+
+        with self._lock:
+            self._reporting.append(threading.current_thread())
+        try:
+            on_deny(refused)
+        except Exception:  # the decision is in the log and in ``decisions`` all the same
+            return
+
+    def _serve_one(self, conn: socket.socket) -> ProxyDecision | None:
+        """Answer one client: refuse it, or connect and relay until both sides are done.
+
+        Returns the decision when the connection was refused (its answer sent), else ``None``.
+        """
         conn.settimeout(IDLE_TIMEOUT)
         head, rest = _read_head(conn)
         if head is None:
             _reply(conn, 400, "keel: a malformed or oversized request")
-            return
+            return None
         request = _parse(head)
         if isinstance(request, str):
             _reply(conn, 400, f"keel: {request}")
-            return
+            return None
         method, host, port, forward = request
         upstream = self._open(method, host, port, conn)
-        if upstream is None:
-            return
+        if upstream is None or isinstance(upstream, ProxyDecision):
+            return upstream
         try:
             if method == "CONNECT":
                 conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -207,19 +267,27 @@ class Proxy:
             _relay(conn, upstream)
         finally:
             upstream.close()
+        return None
 
-    def _open(self, method: str, host: str, port: int, conn: socket.socket) -> socket.socket | None:
-        """The upstream connection, or ``None`` after answering the client with the refusal."""
+    def _open(
+        self, method: str, host: str, port: int, conn: socket.socket
+    ) -> socket.socket | ProxyDecision | None:
+        """The upstream connection, or what the client was told instead.
+
+        The decision when the connection was refused (403); ``None`` when the host could not
+        be reached (502).
+        """
         allowed, rule, reason = self._check(host, port)
         address: tuple[str, int] | None = None
         if allowed:
             address, why = _resolve(host, port)
             if address is None:
                 allowed, rule, reason = False, "network.resolve", why
-        self._record(ProxyDecision(time.time(), method, host, port, allowed, rule, reason))
+        decision = ProxyDecision(time.time(), method, host, port, allowed, rule, reason)
+        self._record(decision)
         if not allowed or address is None:
             _reply(conn, 403, f"keel: {host}:{port} refused: {reason} [{rule}]")
-            return None
+            return decision
         import socket
 
         try:

@@ -16,6 +16,9 @@ so no contained command can bind the socket or write the record. The daemon serv
 its own uid only, and places a listener only in the namespace of a sandbox of the asking
 process (the pid named must be the child of the asker's child: bwrap's), never its own.
 
+Refusals are journaled by the daemon as they happen, with the command the run's record in
+``.keel/exec/<pid>.json`` names (``_journal``; the asker's pid is its peer credentials').
+
 The allowlist: the daemon's policy is rebuilt when keel.toml changes (``_proxy.policy_check``
 checks its stat on every connection), so the proxy enforces the current keel.toml, as the
 hooks do. Handing it the allowlist per connection instead would need the policy's host rules
@@ -267,6 +270,7 @@ class ProxyService:
     def _serve_run(self, conn: socket.socket) -> None:
         """Place one run's listener, serve it until the run ends, answer its decisions."""
         from keel.sandbox.exec._context import PROXY_LOG
+        from keel.sandbox.exec._journal import denial_recorder, run_of
         from keel.sandbox.exec._proxy import Proxy
 
         if not self.current():  # checked as the run connects, while it starts bwrap
@@ -280,15 +284,20 @@ class ProxyService:
         except OSError:
             os.close(listener)
             raise
-        proxy = Proxy(self.check, os.path.join(self.root, PROXY_LOG))
+        command, report = run_of(self.root, peer_credentials(conn)[0])  # the run's record
+        on_deny = denial_recorder(self.root, command, report)
+        proxy = Proxy(self.check, os.path.join(self.root, PROXY_LOG), on_deny)
         proxy.serve(listener)
         try:
             conn.settimeout(None)
             while conn.recv(4096):  # the run is over when keel exec shuts its side
                 pass
         finally:
-            proxy.close()
-        _send_decisions(conn, proxy.decisions)
+            proxy.close(wait=False)
+        try:
+            _send_decisions(conn, proxy.decisions)  # first: keel exec waits for them
+        finally:
+            proxy.wait_reports()  # the refusals' journal events
 
     def _place(self, conn: socket.socket, line: bytes) -> int | None:
         """The listener the request ``line`` asks for, if the asker may have it."""

@@ -33,7 +33,7 @@ from keel.sandbox.os._registry import kill_contained as _kill_contained
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import TextIO
 
     from keel.sandbox.exec._context import Outcome
@@ -69,7 +69,8 @@ class ExecResult(Frozen):
         "timed_out",
     )
     exit_code: int
-    """``keel exec``'s exit status: the command's, ``128 + N`` for signal N, or 123/124."""
+    """``keel exec``'s exit status: the command's, ``128 + N`` for signal N, 123 (control
+    files quarantined), 124 (time limit) or 126 (``keel stop`` killed it)."""
     backend: str
     """``bwrap`` or ``landlock``."""
     timed_out: bool
@@ -154,12 +155,14 @@ def run_contained(
     return ExecResult.of(outcome, err or sys.stderr)
 
 
-def kill_contained(root: str | os.PathLike[str]) -> int:
+def kill_contained(
+    root: str | os.PathLike[str], *, meanwhile: Callable[[], object] | None = None
+) -> int:
     """Kill every contained command running in the workspace at ``root``; how many there were.
 
     Each one's sandbox is SIGKILLed (its pid namespace takes every child along) and its
-    ``keel exec`` SIGTERMed, so it still quarantines what the command planted before it exits.
+    ``keel exec`` SIGTERMed, so it still quarantines what the command planted before it exits
+    (126: the emergency stop). ``meanwhile`` runs once the kills are sent, before waiting for
+    the commands to end (``keel stop`` journals the stop then).
     """
-    return _kill_contained(os.fspath(root))
-
-
+    return _kill_contained(os.fspath(root), meanwhile)

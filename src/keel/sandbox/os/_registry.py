@@ -6,9 +6,9 @@ is never mistaken for it), and, once known, the sandbox's processes (bwrap and t
 namespace's init, each with its start time) or, for Landlock, the process group and the run
 marker. ``.keel/`` is hidden from contained commands, so they cannot edit their own record.
 
-``kill_contained(root)`` SIGTERMs the ``keel exec`` itself (which then quarantines and exits),
-SIGKILLs every recorded sandbox process (the pid namespace takes the whole tree with it), and
-waits a little for them to finish.
+``kill_contained(root)`` SIGTERMs the ``keel exec`` itself (which then quarantines and exits
+126), SIGKILLs every recorded sandbox process (the pid namespace takes the whole tree with it),
+and waits a little for them to finish.
 
 Standard library only.
 """
@@ -25,6 +25,7 @@ from keel.sandbox.os import _quiet
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal as _signal
+    from collections.abc import Callable
     from typing import Any
 else:  # the C module: ``signal`` builds three enums at import (2 ms on this path)
     import _signal
@@ -103,11 +104,12 @@ def records(root: str) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def kill_contained(root: str) -> int:
+def kill_contained(root: str, meanwhile: Callable[[], object] | None = None) -> int:
     """Kill every contained command of the workspace at ``root``; how many were running.
 
-    Stale records (their ``keel exec`` is gone) are removed. Waits up to ``WAIT_SECONDS`` for
-    the killed ``keel exec`` processes to exit.
+    Stale records (their ``keel exec`` is gone) are removed. Once every kill is sent,
+    ``meanwhile`` runs (``keel stop`` journals the stop while the sandboxes are torn down);
+    then this waits up to ``WAIT_SECONDS`` for the killed ``keel exec`` processes to exit.
     """
     live: list[tuple[int, int]] = []
     for path, data in records(root):
@@ -115,16 +117,21 @@ def kill_contained(root: str) -> int:
         if not isinstance(pid, int) or start is None or process_start(pid) != start:
             _unlink(path)
             continue
-        # keel exec first: told before its sandbox dies, it reports the stop (128 + SIGTERM),
-        # not a sandbox that ended on its own; the SIGKILLs do not wait for it to act.
+        # keel exec first: told before its sandbox dies, it reports the stop (exit 126), not
+        # a sandbox that ended on its own; the SIGKILLs do not wait for it to act.
         _send(pid, start, _signal.SIGTERM)
         _kill_sandbox(data)
         live.append((pid, start))
     killed = len(live)
-    deadline = time.monotonic() + WAIT_SECONDS
-    while live and time.monotonic() < deadline:
-        time.sleep(0.02)
-        live = [(p, s) for p, s in live if process_start(p) == s]
+    try:
+        if meanwhile is not None:
+            meanwhile()
+    finally:
+        deadline = time.monotonic() + WAIT_SECONDS
+        while live and time.monotonic() < deadline:
+            live = [(p, s) for p, s in live if process_start(p) == s]
+            if live:
+                time.sleep(0.02)
     return killed
 
 

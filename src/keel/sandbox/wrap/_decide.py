@@ -33,6 +33,7 @@ import os
 import sys
 
 from keel.core.root import STATE_DIR
+from keel.hook.wire import ACK
 from keel.sandbox.os import _quiet
 
 TYPE_CHECKING = False
@@ -74,6 +75,9 @@ class Decider:
             except OSError:
                 return
             try:
+                # the hook's sign of life at once, as hookd sends it: the decision process
+                # takes a moment to start, and a relay that hears nothing takes us for hung
+                _quiet.call(os.write, conn, ACK)
                 self._hand_over(conn)
             finally:
                 os.close(conn)
@@ -146,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     listener = socket.socket(fileno=listen_fd)
     listener.settimeout(ACCEPT_POLL)
     first = socket.socket(fileno=conn_fd)
-    threading.Thread(target=service.serve, args=(first, pinned), daemon=True).start()
+    threading.Thread(  # the Decider sent its ACK
+        target=service.serve, args=(first, pinned), kwargs={"acked": True}, daemon=True
+    ).start()
     while not service.stopped and os.getppid() == parent:
         try:
             conn, _ = listener.accept()
