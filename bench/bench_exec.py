@@ -15,6 +15,11 @@ the baseline (``per round``). Each variant is a real subprocess with stdout to `
 call into (``python -I -S <keel>/_launch.py exec``); ``ratio`` is the median over the median
 of ``python -S -c pass`` with the same interpreter. Also timed in process: one control-file
 walk of ``big`` (``scan_controls``, default depth 6).
+
+Runs are ``GAP`` apart, untimed, as an agent's commands are (seconds apart: a model call
+between two): without a daemon, ``keel exec`` journals its run from a detached fork after it
+has exited (~40 ms of CPU), and back-to-back runs on two cores would measure the forks of
+earlier rounds, not the command. With the daemon, the daemon journals it.
 """
 
 from __future__ import annotations
@@ -58,6 +63,10 @@ def _timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
     if done.returncode != 0:
         raise SystemExit(f"{argv[:4]} exited {done.returncode}")
     return elapsed
+
+
+GAP = 0.15
+"""Seconds between two timed runs (see the module)."""
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -134,6 +143,7 @@ def main() -> None:
             k = i % len(variants)
             for name, argv, cwd in variants[k:] + variants[:k]:
                 samples[name].append(_timed(argv, cwd, env))
+                time.sleep(GAP)
         baseline = samples[variants[0][0]]
         base_median = statistics.median(baseline)
         print(f"backend: {exec_backend()[1]}; rounds: {ROUNDS}; load: {os.getloadavg()[0]:.1f}")

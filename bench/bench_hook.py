@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))  # _support, which the client harness imports
 sys.path.insert(0, str(REPO / "tests" / "clients"))
 sys.path.insert(0, str(REPO / "tests" / "clients" / "fakes"))
 

@@ -277,3 +277,51 @@ def test_a_run_the_daemon_serves_loads_no_proxy_of_its_own(
         own |= {"keel.sandbox.exec._netns", "_ctypes"}
     heavy = {"re", "json", "socket", "typing", "signal", "contextlib", "ctypes", "pydantic"}
     assert imported & (own | heavy) == set()
+
+
+# A subreaper: the orphans of `keel exec` come back to it; it counts those that are keel
+# (a detached journal writer is a fork of keel exec), not bwrap's own (its pid 1 may outlive
+# the bwrap that made it by a moment).
+_REAPER = """
+import ctypes, os, subprocess, sys, time
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+run = subprocess.run(sys.argv[1:], capture_output=True)
+writers, deadline = 0, time.monotonic() + 20
+while time.monotonic() < deadline:
+    try:
+        info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        break
+    if info is None:
+        time.sleep(0.05)
+        continue
+    with open(f"/proc/{info.si_pid}/stat") as fh:
+        writers += "(bwrap)" not in fh.read()
+    os.waitpid(info.si_pid, 0)
+print(run.returncode, writers)
+"""
+
+
+def _orphans_of(box: Box, env: dict[str, str], *argv: str) -> tuple[int, int]:
+    done = subprocess.run(
+        [sys.executable, "-c", _REAPER, KEEL, "exec", "--", *argv],
+        cwd=box.ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    code, orphans = done.stdout.split()
+    return int(code), int(orphans)
+
+
+def test_the_daemon_journals_a_run_so_keel_exec_leaves_no_journal_writer_behind(
+    bwrap_box: Box, daemon: subprocess.Popen[bytes]
+) -> None:
+    served = _orphans_of(bwrap_box, {**bwrap_box.env, "KEEL_HOOKD": "1"}, "/bin/sh", "-c", "exit 4")
+    alone = _orphans_of(bwrap_box, {**bwrap_box.env, "KEEL_HOOKD": "0"}, "/bin/sh", "-c", "exit 5")
+    assert served == (4, 0)  # the daemon took the event: no fork outlived keel exec
+    assert alone == (5, 1)  # without it, one detached fork journals the run
+    runs = journal_events(bwrap_box, "exec", 2)
+    assert sorted(r["exit_code"] for r in runs) == [4, 5]
+    assert daemon.poll() is None

@@ -152,6 +152,7 @@ def execute(
 
 def _journal_run(ctx: Context, outcome: Outcome, detach: bool) -> None:
     """The run's ``exec`` event (``_journal``): what ran, how it ended, what it left."""
+    from keel.sandbox.exec import _proxyd
     from keel.sandbox.exec._journal import record_run
 
     data = {
@@ -169,7 +170,9 @@ def _journal_run(ctx: Context, outcome: Outcome, detach: bool) -> None:
         "unchecked": outcome.unchecked,
         "report": ctx.report,
     }
-    record_run(ctx.root, data, detach=detach)
+    # the command line's run: the workspace's daemon journals it when it is there
+    if not (detach and _proxyd.journal_run(ctx.root, data)):
+        record_run(ctx.root, data, detach=detach)
 
 
 def _run(ctx: Context, requested: str) -> Tally:

@@ -13,8 +13,10 @@ it out unless it is named: it is no agent's run):
   allow it) and ``report``.
 
 The journal costs ``keel exec`` ~40 ms of imports, more than a whole ``keel exec -- true``, so
-the command line writes a run's event from a detached fork once the command is over
-(``detach``): neither its caller nor ``keel stop`` waits for it. A refusal is journaled by the
+the command line hands a run's event to the workspace's ``keel hookd`` when one is there
+(``_proxyd.journal_run``: the daemon has the journal open and answers in well under a
+millisecond), else writes it from a detached fork once the command is over (``detach``):
+neither its caller nor ``keel stop`` waits for the journal's imports. A refusal is journaled by the
 proxy's connection thread after the client has its answer, and the proxy waits for those
 writes when it closes. Journaling never changes a run's result: a journal that cannot be
 written loses the event (the proxy log, ``.keel/exec/proxy.log``, still has every decision).
@@ -90,14 +92,16 @@ def run_of(root: str, pid: int) -> tuple[list[str] | None, str | None]:
     return argv, report if isinstance(report, str) else None
 
 
-def append(root: str, kind: EventKind, data: dict[str, Any]) -> None:
+def append(root: str, kind: EventKind, data: dict[str, Any]) -> bool:
     """One ``kind`` event of the session ``keel-exec`` with ``data``; never raises.
+
+    False: it was not journaled.
 
     Not when ``.keel/`` is gone (``keel exec`` made it before the run): a workspace removed
     meanwhile is not brought back by a journal nobody will read.
     """
     if not os.path.isdir(os.path.join(root, STATE_DIR)):
-        return
+        return False
     try:
         from keel.core.events import EXEC_SESSION, DataPayload, Event, trace_id_for
         from keel.journal import open_journal
@@ -111,10 +115,11 @@ def append(root: str, kind: EventKind, data: dict[str, Any]) -> None:
         with open_journal(root) as journal:
             journal.append(event)
     except Exception:  # the run's result stands; the proxy log keeps its decisions
-        return
+        return False
+    return True
 
 
-def _detached(work: Callable[[], None]) -> None:
+def _detached(work: Callable[[], object]) -> None:
     """Run ``work`` in a fork of its own session that outlives this process; never raises.
 
     The fork lets go of every descriptor first: a caller reading this process's output until

@@ -30,6 +30,13 @@ newline; the daemon answers ``ok`` once it serves the listener (anything else, o
 client places its own). When the command is over the client shuts down its writing side; the
 daemon closes the listener, writes one JSON object per decision, a line each, and closes.
 
+A run's own ``exec`` event goes the same way when the daemon is there (``Session.record``):
+``MAGIC <keel version> record <JSON>`` and a newline; the daemon answers ``ok`` once it has
+it, then journals it (its stop waits for that, as for a run it serves); anything else, or
+nothing: ``keel exec`` journals it from a detached fork. The
+daemon has the journal open already; a fork of ``keel exec`` would import it (~40 ms of CPU
+per command, which back-to-back commands wait for on a small machine).
+
 Only ``os``, ``time``, ``_socket`` and core modules at import: ``connect`` runs for
 every networked command.
 """
@@ -68,6 +75,12 @@ PLACE_TIMEOUT = 5.0
 REQUEST_TIMEOUT = 30.0
 """How long the daemon waits for a connected run's request (bwrap starts in between)."""
 DECISIONS_TIMEOUT = 5.0
+RECORD = b"record"
+"""The request word of a run's own event (``Session.record``)."""
+RECORD_TIMEOUT = 2.0
+"""How long ``keel exec`` waits for the daemon to journal its run before doing it itself."""
+MAX_REQUEST = 1 << 20
+"""The longest request line the daemon reads (a run's event with its file lists)."""
 
 
 def _hello() -> bytes:
@@ -123,6 +136,20 @@ class Session:
         """Drop the connection (the daemon stops serving this run)."""
         self.sock.close()
 
+    def record(self, data: bytes) -> bool:
+        """Have the daemon journal ``data`` (a run's ``exec`` event, JSON); closes the connection.
+
+        False: it did not say it had (the caller journals it another way).
+        """
+        try:
+            self.sock.settimeout(RECORD_TIMEOUT)
+            self.sock.sendall(_hello() + b" " + RECORD + b" " + data + b"\n")
+            return self.sock.recv(len(OK)) == OK
+        except OSError:
+            return False
+        finally:
+            self.sock.close()
+
 
 def recorded(root: str, env: Mapping[str, str]) -> tuple[int, int] | None:
     """The ``(pid, start)`` of ``root``'s daemon if one is recorded alive (``connect`` it).
@@ -147,6 +174,21 @@ def connect(root: str, record: tuple[int, int]) -> Session | None:
         pass
     sock.close()
     return None
+
+
+def journal_run(root: str, data: dict[str, object]) -> bool:
+    """Whether the workspace's daemon took the run's ``exec`` event (``Session.record``).
+
+    Never raises: False sends the caller to its own way (``_journal.record_run``).
+    """
+    try:
+        from keel.sandbox.os._registry import dumps  # json costs keel exec 2 ms of imports
+
+        record = recorded(root, os.environ)
+        session = connect(root, record) if record is not None else None
+        return session is not None and session.record(dumps(data).encode())
+    except Exception:
+        return False
 
 
 def _decisions(data: bytes) -> list[ProxyDecision]:
@@ -276,7 +318,11 @@ class ProxyService:
         if not self.current():  # checked as the run connects, while it starts bwrap
             return
         conn.settimeout(REQUEST_TIMEOUT)
-        listener = self._place(conn, _read_line(conn))
+        line = _read_line(conn)
+        if line.split(b" ")[2:3] == [RECORD]:
+            self._record(conn, line)
+            return
+        listener = self._place(conn, line)
         if listener is None:
             return
         try:
@@ -298,6 +344,23 @@ class ProxyService:
             _send_decisions(conn, proxy.decisions)  # first: keel exec waits for them
         finally:
             proxy.wait_reports()  # the refusals' journal events
+
+    def _record(self, conn: socket.socket, line: bytes) -> None:
+        """Journal the run's event the request ``line`` carries; answer ``ok`` once it is."""
+        import json
+
+        from keel.sandbox.exec._journal import RUN_KIND, append
+
+        prefix = _hello() + b" " + RECORD + b" "
+        if peer_credentials(conn)[1] != os.getuid() or not line.startswith(prefix):
+            return
+        try:
+            data = json.loads(line[len(prefix) :])
+        except ValueError:
+            return
+        if isinstance(data, dict):
+            conn.sendall(OK)  # first: keel exec exits on it; the daemon's stop waits for this
+            append(self.root, RUN_KIND, data)
 
     def _place(self, conn: socket.socket, line: bytes) -> int | None:
         """The listener the request ``line`` asks for, if the asker may have it."""
@@ -331,8 +394,8 @@ class ProxyService:
 
 def _read_line(conn: socket.socket) -> bytes:
     line = b""
-    while not line.endswith(b"\n") and len(line) < 512:
-        chunk = conn.recv(512)
+    while not line.endswith(b"\n") and len(line) < MAX_REQUEST:
+        chunk = conn.recv(65536)
         if not chunk:
             break
         line += chunk
