@@ -81,6 +81,7 @@ REPORTS: dict[str, tuple[list[str], set[str]]] = {
 NOT_IN_THE_WALK = {
     # each drives a model: their own tests give them a scripted one and read their --json
     "plan draft": "tests/models",
+    "judge eval": "tests/judge (a scripted judge over examples/judge)",
     "run": "tests/agent",
     "replay": "tests/agent (replays a recorded `keel run`)",
 }

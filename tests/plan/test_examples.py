@@ -18,6 +18,8 @@ from keel.plan.examples import example_text, load_example
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 README = EXAMPLES / "README.md"
+JUDGE = "judge"
+"""examples/judge: the judge's labelled set, not a plan (tests/judge run it)."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ CASES = [(name, o) for name, outcomes in OUTCOMES.items() for o in outcomes]
 
 
 def example_dirs() -> list[Path]:
-    return sorted(p for p in EXAMPLES.iterdir() if p.is_dir())
+    return sorted(p for p in EXAMPLES.iterdir() if p.is_dir() and p.name != JUDGE)
 
 
 def test_every_example_has_documented_outcomes() -> None:
@@ -92,6 +94,7 @@ def test_every_file_in_examples_is_a_plan_a_workspace_or_docs() -> None:
         rel = path.relative_to(EXAMPLES).parts
         assert (
             rel == ("README.md",)
+            or rel[0] == JUDGE
             or (len(rel) == 2 and rel[1] in ("plan.json", "answers.json"))
             or (len(rel) > 2 and rel[1] == "workspace")
         ), path

@@ -17,12 +17,14 @@ After Temporal's replayer, which raises a ``NondeterminismError`` naming both si
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -282,7 +284,7 @@ def replay(root: Path, session_id: str, *, on: Path | None = None) -> ReplayResu
     model = ReplayModel(pairs, name=recorded, ordered=True)
     answers = [str(_data(e)["answer"]) for e in events if _data(e).get("event") == "agent.answer"]
     prefix = network_off()
-    with tempfile.TemporaryDirectory(prefix="keel-replay-") as tmp:
+    with _scratch_directory() as tmp:
         scratch = Path(tmp) / "workspace"
         scratch.mkdir()
         os.chmod(tmp, 0o755)
@@ -306,6 +308,25 @@ def replay(root: Path, session_id: str, *, on: Path | None = None) -> ReplayResu
     divergence = first_divergence(old_obs, new_obs)
     tools = sum(1 for o in new_obs if o.what == "tool result")
     return ReplayResult(session_id, divergence is None, len(model.calls), tools, divergence, where)
+
+
+@contextlib.contextmanager
+def _scratch_directory() -> Iterator[str]:
+    """A temporary directory, removed even while a contained run's journal writer finishes.
+
+    ``keel exec`` without a daemon journals its run from a detached fork after it exits
+    (``keel.sandbox.exec._journal``): that fork may still be adding to ``.keel`` when the
+    replay is over, so removal is retried for a while instead of failing the replay.
+    """
+    tmp = tempfile.mkdtemp(prefix="keel-replay-")
+    try:
+        yield tmp
+    finally:
+        for _ in range(100):
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not os.path.exists(tmp):
+                break
+            time.sleep(0.05)
 
 
 def _data(event: Event) -> dict[str, Any]:

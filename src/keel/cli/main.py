@@ -41,6 +41,7 @@ COMMAND_MODULES = (
     "plan",
     "sandbox",
     "monitor",
+    "judge",
     "run",
     "replay",
     "exec",

@@ -27,7 +27,9 @@ with ``raise Ours(...) from exc``.
     │   ├── DemoFailed             demo.failed   keel did not do what ``keel demo`` promised
     │   └── ModelError             model.*       a model call failed or was refused;
     │       │                                    ``retryable`` says whether to try again
-    │       └── BudgetExceeded     model.budget  over a ``[model]`` budget: never sent
+    │       ├── BudgetExceeded     model.budget  over a ``[model]`` budget: never sent
+    │       └── JudgeError         judge.*       the judge's model answered with no valid
+    │                                            verdict (malformed, off-schema, bad evidence)
     └── Signal                     control flow, handled by the caller
         ├── StopRequested          stop.active   the emergency stop is set
         ├── AlreadyAnswered        journal.already_answered   that request id was
@@ -57,6 +59,7 @@ __all__ = [
     "DemoFailed",
     "ExecRefused",
     "JournalError",
+    "JudgeError",
     "KeelError",
     "ModelError",
     "PatchError",
@@ -250,6 +253,17 @@ class BudgetExceeded(ModelError):
     """A model call would go over a ``[model]`` budget of the session; it was not sent."""
 
     default_code = "model.budget"
+
+
+class JudgeError(ModelError):
+    """The judge's model answered, but with no valid verdict (``keel.judge``).
+
+    Codes: ``judge.malformed`` (not JSON, or not a verdict object), ``judge.schema`` (a field
+    missing, of the wrong type or out of range), ``judge.evidence`` (evidence pointing at
+    steps the judge was not shown). The answer was journaled; nothing is delivered.
+    """
+
+    default_code = "judge.malformed"
 
 
 class Signal(KeelError):

@@ -9,7 +9,9 @@ Sections:
 - ``[gates]``: commands that must pass after the last edit before a session may finish;
 - ``[monitor]``, ``[probes]``, ``[sandbox]``: thresholds and switches of those parts;
 - ``[model]``: the model keel talks to, and each session's budget of calls, tokens and dollars;
-- ``[agent]``: keel's own agent (``keel run``): phases, limits and the prompt's size.
+- ``[agent]``: keel's own agent (``keel run``): phases, limits and the prompt's size;
+- ``[judge]``: the model evaluator (``keel.judge``): its model, when it runs, its threshold,
+  categories and budget.
 
 Each section is a frozen value class declared here, once, with plain annotations and
 ``setting()`` (default, bounds, a check); pyright reads the classes as dataclasses. This
@@ -552,6 +554,78 @@ class AgentConfig(Section):
     """Characters of one tool result the model sees (the journal keeps more)."""
 
 
+def model_spec(value: str | None, field: str) -> str | None:
+    """A model spec's shape (``keel.models.parse_spec`` reads it): backend, then a name.
+
+    ``openai:M``, ``anthropic:M``, ``script:F``, ``replay:S`` need the name; ``local`` may have
+    one. ``None`` and the empty string mean no model.
+    """
+    if not value:
+        return None
+    backend, colon, name = value.strip().partition(":")
+    if backend not in MODEL_BACKENDS or (not name and backend != "local") or (colon and not name):
+        raise ValueError(
+            f"{value!r} is not a model spec: use openai:MODEL, anthropic:MODEL, local, "
+            f"script:FILE or replay:SESSION"
+        )
+    return value.strip()
+
+
+MODEL_BACKENDS: tuple[str, ...] = ("openai", "anthropic", "local", "script", "replay")
+"""The model backends, once: ``model_spec`` checks a spec's shape with them and
+``keel.models._spec`` (``BACKENDS``) opens them."""
+
+
+class JudgeWhen(Section):
+    """``[judge.when]``: what schedules a judgement (any of them; all off means never)."""
+
+    on_finding: Literal["off", "hint", "correct", "replan", "stop"] = "correct"
+    """A rule finding at or above this ladder level schedules a judgement (``off``: never)."""
+    every_n_steps: int = setting(default=0, ge=0, le=10_000)
+    """Every N tool calls (0: never)."""
+    on_finish: bool = True
+    """When the agent claims it is done (is "done, tests pass" true?)."""
+
+
+class JudgeCategories(Section):
+    """``[judge.categories]``: which failure categories the judge looks for and may deliver."""
+
+    drift: bool = True
+    """The step is no longer about the task."""
+    gaming: bool = True
+    """The agent games the check instead of solving the task (edits tests, special-cases,
+    ``exit 0``, patches the harness)."""
+    hijack: bool = True
+    """A tool result (a file, a web page, an issue) redirected the agent's goal."""
+    false_success: bool = True
+    """The agent claims success the trajectory does not show."""
+
+
+class JudgeConfig(Section):
+    """``[judge]``: the model evaluator, off the hot path; off until ``model`` is set."""
+
+    model: str | None = setting(default=None, check=model_spec)
+    """The judge's model spec (``openai:MODEL``, ``anthropic:MODEL``, ``local``,
+    ``script:FILE``); unset, the judge is off."""
+    when: JudgeWhen = setting(default_factory=JudgeWhen)
+    min_confidence: float = setting(default=0.7, ge=0, le=1)
+    """Verdicts below this confidence are journaled, never delivered."""
+    categories: JudgeCategories = setting(default_factory=JudgeCategories)
+    window_steps: int = setting(default=12, ge=1, le=200)
+    """The last K tool calls the judge sees (with the task, constraints and plan)."""
+    max_calls: int | None = setting(default=20, ge=0)
+    """Judge calls one session may make; ``None`` is no limit."""
+    max_cost_usd: float | None = setting(default=None, ge=0)
+    """Dollars the judge may spend in one session; needs both prices (or every call is
+    refused)."""
+    input_price_per_mtok: float | None = setting(default=None, ge=0)
+    """US dollars per million input tokens of the judge's model."""
+    output_price_per_mtok: float | None = setting(default=None, ge=0)
+    """US dollars per million output tokens of the judge's model."""
+    timeout_seconds: float = setting(default=30, gt=0, le=600)
+    """The wall-clock limit of one judge call."""
+
+
 class KeelConfig(Section):
     """The whole of keel.toml."""
 
@@ -565,6 +639,7 @@ class KeelConfig(Section):
     sandbox: SandboxConfig = setting(default_factory=SandboxConfig)
     model: ModelConfig = setting(default_factory=ModelConfig)
     agent: AgentConfig = setting(default_factory=AgentConfig)
+    judge: JudgeConfig = setting(default_factory=JudgeConfig)
 
     @classmethod
     def for_preset(cls, preset: PresetName) -> KeelConfig:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from keel.core.errors import ModelError, UsageError
+from keel.core.schema import MODEL_BACKENDS
 from keel.models._base import Model, Provider, StructuredMode
 from keel.models._client import Budget, EventSink, ModelClient, Prices, Retry
 from keel.models._types import Sampling
@@ -26,7 +27,7 @@ from keel.models._types import Sampling
 if TYPE_CHECKING:
     from keel.core.schema import ModelConfig
 
-BACKENDS: tuple[str, ...] = ("openai", "anthropic", "local", "script", "replay")
+BACKENDS = MODEL_BACKENDS  # one list, in keel.core.schema ([judge] model checks it too)
 NO_KEY = "keel-no-key"
 """Sent as the key to OpenAI-compatible servers that need none (the SDK insists on one)."""
 
