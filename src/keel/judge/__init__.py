@@ -13,7 +13,9 @@ success the trajectory does not show).
   :class:`Verdict`, a :class:`JudgeCache` by (window hash, prompt version, model spec), and
   below ``min_confidence`` a judgement that is not deliverable;
 - :mod:`keel.judge.eval`: ``keel judge eval``: miss and false-alarm rates, timeliness, cost
-  and latency over a labelled dataset, with bootstrap intervals and a threshold sweep.
+  and latency over a labelled dataset, with bootstrap intervals and a threshold sweep;
+- :mod:`keel.judge.scan`: ``keel monitor scan --judge``: the judge at the steps
+  ``[judge.when]`` schedules in a recorded run.
 
 Scheduling judgements in the hook daemon and ``keel run``, and delivering verdicts as
 guidance, are the second half of the issue.

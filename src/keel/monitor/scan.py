@@ -17,7 +17,7 @@ replan < stop, else 0; an unreadable file or unknown format is an error (exit 1)
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -27,6 +27,7 @@ from keel.monitor._state import Diagnostic
 from keel.monitor.formats import ScanFormat, read_run
 
 if TYPE_CHECKING:
+    from keel.core.events import Event
     from keel.core.schema import KeelConfig
 
 FAIL_EXIT = 3
@@ -44,6 +45,8 @@ class RunScan:
     diagnostics: tuple[Diagnostic, ...]
     stopped_at: int | None
     """The step at which keel would have stopped the session, if it would have."""
+    recorded: tuple[Event, ...] = field(default=(), repr=False, compare=False)
+    """The session's events as read (for ``keel monitor scan --judge``; not in ``to_dict``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -148,7 +151,14 @@ def scan_file(
             if stopped_at is None and monitor.state.stopped:
                 stopped_at = monitor.state.step
         runs.append(
-            RunScan(session_id, monitor.state.step, len(session_events), tuple(found), stopped_at)
+            RunScan(
+                session_id,
+                monitor.state.step,
+                len(session_events),
+                tuple(found),
+                stopped_at,
+                tuple(session_events),
+            )
         )
     return ScanReport(str(path), fmt, tuple(runs))
 
