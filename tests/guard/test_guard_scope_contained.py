@@ -119,3 +119,34 @@ def test_the_event_is_journaled_with_the_monitor_off(workdir: Path) -> None:
     [event] = [e.payload for e in events_of(root, GUARD_SESSION) if e.kind == "scope.outside"]
     assert isinstance(event, DataPayload)
     assert event.data["paths"] == ["README.md"] and event.data["command"] == "python3 w.py"
+
+
+def test_monitor_scan_reads_the_event_back_as_the_scope_detectors_finding(workdir: Path) -> None:
+    """Recorded with the monitor off, the journal still tells a scan what went outside."""
+    root = make_workspace(workdir / "proj", keel_toml=TOML, files={"README.md": "a\n"})
+    guard = open_guard(root, checkpoints=True, monitor=False)
+    try:
+        call = ToolCall("Bash", "exec", command="python3 w.py", tool_use_id="b1", cwd=str(root))
+        assert guard.decide(call).allowed
+        (root / "README.md").write_text("x")  # what the command did as it ran
+        assert guard.observe(ToolResult("Bash", "exec", True, tool_use_id="b1", call=call)) is None
+    finally:
+        guard.close()
+    journal = root / ".keel" / "journal.db"
+    scan = keel("monitor", "scan", str(journal), "--session", GUARD_SESSION, "--json", cwd=root)
+    assert scan.returncode == 0, scan.stderr
+    [run] = json.loads(scan.stdout)["runs"]
+    [finding] = [d for d in run["diagnostics"] if d["detector"] == "scope"]
+    assert finding["evidence"] == {"paths": ["README.md"], "tool_use_id": "b1"}
+    assert finding["level"] == "correct" and finding["step"] == 1
+    gate = keel(
+        "monitor",
+        "scan",
+        str(journal),
+        "--session",
+        GUARD_SESSION,
+        "--fail-on",
+        "correct",
+        cwd=root,
+    )
+    assert gate.returncode == 3, gate.stdout

@@ -89,6 +89,8 @@ class Monitor:
         self._clock = clock
         self._journal_guidance = journal_guidance
         self._drained: list[Diagnostic] = []
+        self._last_done: Done | None = None
+        """The latest result the post-call detectors saw (``scope.outside`` reads it back)."""
         m = self._m
         windows = (m.repeat_window, m.alternation_steps, m.drift_window)
         self._recent_cap = 1 + max(*windows, m.identical_pairs * m.poll_multiplier)
@@ -199,6 +201,8 @@ class Monitor:
                     return self._message(payload.data, event.ts)
                 case "session.end":
                     return self._climb(UNVERIFIED_FINISH.claim(self._ctx), "post")
+                case "scope.outside":
+                    return self._outside_scope(payload.data)
                 case _:
                     pass
         return [], None
@@ -230,8 +234,26 @@ class Monitor:
         out = output_hash(result.output, result.error)
         entry = st.recent[index] = st.recent[index]._replace(out=out, ok=result.ok)
         done = Done(entry, result, latest=index == len(st.recent) - 1, changed=changed)
+        self._last_done = done
         findings = [f for d in PIPELINE for f in d.after(self._ctx, done)]
         return self._climb(findings, "post", entry.step)
+
+    def _outside_scope(self, data: dict[str, Any]) -> Outcome:
+        """A recorded ``scope.outside`` event (``observe``, as ``keel monitor scan`` reads).
+
+        The guard journals it just after the shell command's result, naming what the
+        checkpoints saw the command change outside ``[scope]``: live, those paths reached
+        ``after_call`` as ``changed``; read back, the scope detector judges them here.
+        """
+        done, paths = self._last_done, data.get("paths")
+        if done is None or not self._m.enabled or not isinstance(paths, list):
+            return [], None
+        if done.result.tool_use_id != data.get("tool_use_id"):
+            return [], None
+        changed = tuple(p for p in paths if isinstance(p, str))
+        after = done._replace(changed=changed)
+        findings = [f for d in PIPELINE if d.name == "scope" for f in d.after(self._ctx, after)]
+        return self._climb(findings, "post", done.entry.step)
 
     def _match(self, result: ToolResult, now: float) -> int:
         """The index in ``recent`` of the call ``result`` answers (registered if unseen)."""
