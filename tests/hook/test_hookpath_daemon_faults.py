@@ -276,6 +276,36 @@ def test_hookd_moves_a_directory_at_its_socket_path_aside_and_serves(workspace: 
     assert (path.with_name("hookd.sock.stale-1") / "kept").read_text() == "mine"  # not deleted
 
 
+def test_hookd_refuses_to_serve_when_what_is_at_its_socket_path_cannot_be_moved(
+    workspace: Path,
+) -> None:
+    """A mount point at the socket path cannot be renamed (EBUSY): hookd says so and exits."""
+    import shutil
+
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare(1) to make a private mount point")
+    path = _blocked_socket_path(workspace)
+    script = 'mount --bind "$1" "$1" && shift && exec "$@"'
+    done = subprocess.run(
+        [unshare, "--mount", "--propagation", "private", "sh", "-c", script, "sh", str(path),
+         sys.executable, "-m", "keel.hook.server", str(workspace)],
+        env=keel_env({"KEEL_HOOKD_IDLE": "60"}, hookd=True),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=LIMIT,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode != 0, done.stdout
+    assert "workspace.hookd_socket" in done.stderr and str(path) in done.stderr, done.stderr
+    assert "cannot be moved aside" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert read_record(str(workspace / ".keel")) is None  # it never claimed the workspace
+    assert (path / "kept").read_text() == "mine"  # nothing of the user's was touched
+    assert not path.with_name("hookd.sock.stale-1").exists()
+
+
 def test_hookd_status_and_doctor_name_a_socket_path_that_is_no_socket(workspace: Path) -> None:
     path = _blocked_socket_path(workspace)
     shown = keel("hookd", "status", workspace=workspace)

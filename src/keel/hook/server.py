@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from keel.core.configview import config_stamp
 from keel.core.daemon import RECORD_NAME, peer_credentials, process_start, read_record
-from keel.core.errors import WorkspaceError
+from keel.core.errors import KeelError, WorkspaceError
 from keel.core.root import ensure_state_dir, state_dir
 from keel.hook.main import parse_hook_args
 from keel.hook.wire import (
@@ -545,7 +545,11 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     preload()
     _code_changed()  # remember the sources as loaded
-    return serve(Path(args[0]), idle=idle)
+    try:
+        return serve(Path(args[0]), idle=idle)
+    except KeelError as err:  # e.g. workspace.hookd_socket: one line, never a traceback
+        sys.stderr.write(f"keel hookd: error: {err.message} [{err.code}]\n")
+        return 1
 
 
 def preload() -> None:
