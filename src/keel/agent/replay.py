@@ -46,6 +46,8 @@ REPLAY_KINDS = (
     "gate",
 )
 VALUE_CHARS = 400
+JUDGE_AGENT = "keel.judge"
+"""The ``agent`` of the model judge's events (``keel.judge.live.AGENT``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,7 +263,10 @@ def recorded_events(root: Path, session_id: str) -> list[Event]:
     from keel.journal import read_journal
 
     with read_journal(root) as journal:
-        return list(journal.events(session_id=session_id, kinds=REPLAY_KINDS))
+        events = journal.events(session_id=session_id, kinds=REPLAY_KINDS)
+        # the judge's calls are served apart (replay:SESSION@ROOT); what it changed shows in
+        # the decisions
+        return [e for e in events if e.agent != JUDGE_AGENT]
 
 
 def replay(root: Path, session_id: str, *, on: Path | None = None) -> ReplayResult:
@@ -293,7 +298,7 @@ def replay(root: Path, session_id: str, *, on: Path | None = None) -> ReplayResu
             scratch_from_directory(on, scratch)
         else:
             where += scratch_from_checkpoint(root, session_id, scratch)
-        options = RunOptions(max_steps=max_steps)
+        options = RunOptions(max_steps=max_steps, judge_model=f"replay:{session_id}@{root}")
         start(
             scratch,
             task,

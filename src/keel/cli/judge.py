@@ -32,6 +32,7 @@ def register(app: typer.Typer) -> None:
             "--model script:examples/judge/judge.script.json --sweep",
             "keel judge eval my-runs.jsonl --model openai:gpt-4.1-mini --json",
             "keel judge eval my-runs.jsonl --model local --threshold 0.5 --every 2",
+            "keel judge eval examples/judge/dataset.jsonl --model local --limit 5 --every 2",
         ),
     )(eval_command)
     app.add_typer(sub, name="judge")
@@ -48,7 +49,7 @@ def eval_command(
             "--model",
             "-m",
             help="The judge's model: openai:MODEL, anthropic:MODEL, local, script:FILE "
-            "(default: [judge] model).",
+            "(default: \\[judge] model).",
         ),
     ] = None,
     threshold: Annotated[
@@ -57,7 +58,7 @@ def eval_command(
             "--threshold",
             "-t",
             metavar="X",
-            help="Confidence from which a verdict counts (default: [judge] min_confidence).",
+            help="Confidence from which a verdict counts (default: \\[judge] min_confidence).",
         ),
     ] = None,
     show_sweep: Annotated[
@@ -67,6 +68,14 @@ def eval_command(
         int,
         typer.Option("--every", metavar="N", help="Judge after every N steps (and at the end)."),
     ] = 1,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            metavar="N",
+            help="Judge at most N cases, each label in turn (a quick, deterministic subset).",
+        ),
+    ] = None,
     resamples: Annotated[
         int, typer.Option("--bootstrap", metavar="N", help="Bootstrap resamples (0: no intervals).")
     ] = 1000,
@@ -84,6 +93,11 @@ def eval_command(
     then cost and latency per call. --sweep shows the trade-off at thresholds 0.0 to 1.0
     from the same verdicts, with no more model calls.
 
+    --limit N judges a subset: the labels (each category, and benign) take turns to give
+    their next case in dataset order until N are chosen, so the same N always picks the same
+    cases, and every label is in it once N reaches the number of labels. For a slow model
+    (local answers in seconds) before a full run.
+
     A model answer that is not a valid verdict is counted as an error of that checkpoint,
     never a crash. No budget applies: the evaluation makes one call per checkpoint.
 
@@ -91,22 +105,24 @@ def eval_command(
     cannot be read or opened; 2 for usage errors.
     """
     from keel.config import config_for
-    from keel.judge.eval import load_dataset, render_text, report, run_cases
+    from keel.judge.eval import load_dataset, render_text, report, run_cases, subset
 
     try:
-        _check_options(threshold, every, resamples)
+        _check_options(threshold, every, resamples, limit)
         root = workspace_root(ctx, workspace)
         config = config_for(root)
         judge = _judge(model or config.judge.model, config, root)
         try:
             cases = load_dataset(dataset)
-            runs = run_cases(cases, judge, every=every, window_steps=config.judge.window_steps)
+            runs = run_cases(
+                subset(cases, limit), judge, every=every, window_steps=config.judge.window_steps
+            )
         finally:
             judge.client.close()
         chosen = config.judge.min_confidence if threshold is None else threshold
         result = report(
             runs, dataset=str(dataset), judge=judge, threshold=chosen, bootstrap=resamples,
-            seed=seed,
+            seed=seed, dataset_cases=len(cases),
         )  # fmt: skip
     except KeelError as err:
         fail(err, as_json=as_json)
@@ -116,13 +132,15 @@ def eval_command(
         typer.echo(render_text(result, show_sweep=show_sweep), nl=False)
 
 
-def _check_options(threshold: float | None, every: int, resamples: int) -> None:
+def _check_options(threshold: float | None, every: int, resamples: int, limit: int | None) -> None:
     if threshold is not None and not 0 <= threshold <= 1:
         raise UsageError(f"--threshold must be between 0 and 1, not {threshold}")
     if every < 1:
         raise UsageError(f"--every must be at least 1, not {every}")
     if resamples < 0:
         raise UsageError(f"--bootstrap must be 0 or more, not {resamples}")
+    if limit is not None and limit < 1:
+        raise UsageError(f"--limit must be at least 1, not {limit}")
 
 
 def _judge(spec: str | None, config: KeelConfig, root: Path) -> Judge:

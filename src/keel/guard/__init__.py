@@ -49,10 +49,11 @@ from keel.guard.session import OPEN_CALL_TTL, STATE_FORMAT, SessionState
 TYPE_CHECKING = False  # typing costs ~9 ms to import on the hook path
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Any, Protocol
+    from typing import Any, Literal, Protocol
 
     from keel.core.events import Event, EventKind, Payload
     from keel.core.schema import KeelConfig
+    from keel.guard.judging import Judging
     from keel.journal import Journal
     from keel.monitor import Monitor
     from keel.policy import Policy
@@ -112,16 +113,20 @@ class Guard:
         state: SessionState | None = None,
         state_version: int = 0,
         pre_rules: Sequence[PreRule] = (),
+        judging: Judging | None = None,
     ) -> None:
         """A guard over ``root``; ``Guard.open`` builds one from the workspace's files.
 
-        ``pre_rules`` are asked before ``policy``, in order (``PreRule``).
+        ``pre_rules`` are asked before ``policy``, in order (``PreRule``). ``judging``: where
+        the model judge runs (``keel.guard.judging``), used when ``[judge] model`` is set.
         """
         self.root = os.fspath(root)
         """The workspace root, as a string (``pathlib`` is not imported on the hook path)."""
         self.config = config
         self.policy = policy
         self.pre_rules: tuple[PreRule, ...] = tuple(pre_rules)
+        self.judging = judging if config.judge.model else None
+        """Where judgements run; None while ``[judge] model`` is unset."""
         """Rules asked before the policy (``keel run``'s phases); the first answer counts."""
         self.session_id = session_id
         self.agent = agent
@@ -157,6 +162,7 @@ class Guard:
         inside_sandbox: bool = False,
         config: KeelConfig | None = None,
         pre_rules: Sequence[PreRule] = (),
+        judging: Judging | Literal["inline"] | None = None,
     ) -> Guard:
         """A guard over ``root`` with its config, policy, journal, monitor and checkpoints.
 
@@ -165,7 +171,9 @@ class Guard:
         ``inside_sandbox``: the whole client runs contained (``keel wrap``), so commands
         are judged as contained and are not rewritten. ``config``: the settings to use
         instead of the workspace's keel.toml and ``preset`` (``keel run`` passes its own);
-        ``pre_rules``: rules asked before the policy (``PreRule``).
+        ``pre_rules``: rules asked before the policy (``PreRule``); ``judging``: where the
+        model judge runs (``keel.guard.judging``; ``"inline"``: in this process's time, made
+        only when ``[judge] model`` is set).
 
         Raises:
             ConfigError: keel.toml is unreadable or invalid.
@@ -177,11 +185,13 @@ class Guard:
             from keel.core.configview import config_view
 
             config = config_view(os.fspath(root), preset)
+        if judging == "inline":
+            judging = _inline_judging(root) if config.judge.model else None
         contain, why = (True, INSIDE_WRAP) if inside_sandbox else containment(config)
         policy = Policy.from_config(config, os.fspath(root), contained=contain)
         guard = cls(
             root, config, policy, session_id, agent, lazy_checkpoints=checkpoints,
-            pre_rules=pre_rules,
+            pre_rules=pre_rules, judging=judging,
         )  # fmt: skip
         guard.contain, guard.contain_reason = contain, why
         guard.inside_sandbox = inside_sandbox
@@ -249,6 +259,7 @@ class Guard:
         events: list[tuple[EventKind, Payload]] = []
         try:
             freeze_for(self.state, self.root, call, rewrite=self.rewrite)
+            self._land_judged(events)
             decision = self._decide(call, events)
         except Exception as exc:
             decision = _internal_error("could not decide this call", exc)
@@ -261,10 +272,13 @@ class Guard:
             self.state.queue(call)
         else:
             thaw_for(self.state, call.tool_use_id)
+        triggers = self._judge_due(events, None)
         try:
-            return self._commit_decision(call, decision, events, request_id, commit_by)
+            committed = self._commit_decision(call, decision, events, request_id, commit_by)
         except Exception as exc:
             return _answered_or(exc, lambda o: Decision.from_dict(o["decision"]), call.tool)
+        self._ask_judge(triggers, None)
+        return committed
 
     def _decide(self, call: ToolCall, events: list[tuple[EventKind, Payload]]) -> Decision:
         from keel.core.stop import stop_reason
@@ -429,6 +443,7 @@ class Guard:
             guidance = left[1] if guidance is None or left[1].rank >= guidance.rank else guidance
         if guidance is not None:
             events.append(("guidance", _guidance_payload(guidance, result.tool_use_id)))
+        triggers = self._judge_due(events, "observe")
         output = result.output or ""
         payload = ToolResultPayload(
             tool=result.tool,
@@ -449,6 +464,7 @@ class Guard:
             self._commit(batch, outcome, request_id, commit_by)
         except Exception as exc:
             return _answered_or(exc, lambda o: _guidance_of(o), result.tool, raise_other=True)
+        self._ask_judge(triggers, commit_by)
         return guidance
 
     def _bypass(self, result: ToolResult) -> tuple[EventKind, Payload] | None:
@@ -552,6 +568,99 @@ class Guard:
         }
         return ("scope.outside", DataPayload(data))
 
+    # -- the model judge (keel.guard.judging) -----------------------------------------------
+
+    def _land_judged(
+        self, events: list[tuple[EventKind, Payload]], wait_until: float | None = None
+    ) -> None:
+        """Hand the verdicts landed since the last call to the monitor's ladder; journal notes."""
+        if self.judging is None or self.monitor is None:
+            return
+        from keel.core.events import DataPayload
+
+        judged, notes = self.judging.take(self.session_id, wait_until=wait_until)
+        for verdict in judged:
+            self.monitor.land(verdict)
+        events.extend(("judgement", DataPayload(note)) for note in notes)
+
+    def _judge_due(
+        self, events: list[tuple[EventKind, Payload]], phase: str | None
+    ) -> tuple[str, ...]:
+        """Why a judgement is due after this call (``[judge.when]``), if it is.
+
+        A rule finding of this call at or above ``on_finding`` (from ``decide`` or
+        ``observe``), or every ``every_n_steps`` results. Inline (no daemon) a finding of
+        ``decide`` waits in the session's state for the next result, where it may run.
+        """
+        if self.judging is None or self.monitor is None:
+            return ()
+        from keel.core.events import DiagnosticPayload
+        from keel.guard.judging import due
+
+        levels = [  # the judge's own verdicts never schedule another judgement
+            p.level
+            for kind, p in events
+            if kind == "diagnostic" and isinstance(p, DiagnosticPayload) and p.detector != "judge"
+        ]
+        finding = max(levels, key=_rank) if levels else None
+        step = self.monitor.state.step
+        fired = due(self.config.judge.when, step=step if phase else 0, finding=finding)
+        if self.judging.background:
+            return fired
+        if phase is None:  # inline: a result (PostToolUse) is where a judgement may run
+            if fired:
+                self.state.judge_due = sorted({*self.state.judge_due, *fired})
+            return ()
+        waiting, self.state.judge_due = self.state.judge_due, []
+        return tuple(dict.fromkeys((*waiting, *fired)))
+
+    def _ask_judge(
+        self, triggers: tuple[str, ...], deadline_at: float | None, *, finishing: bool = False
+    ) -> None:
+        """Schedule a judgement; inline, run it and commit what it found. Never raises."""
+        if not triggers or self.judging is None:
+            return
+        try:
+            from keel.guard.judging import JudgeJob
+
+            settings = self.config.judge
+            job = JudgeJob(
+                self.session_id, self.agent, self.monitor.state.step if self.monitor else 0,
+                triggers, finishing=finishing, timeout=settings.timeout_seconds + 5.0,
+            )  # fmt: skip
+            self.judging.schedule(job, deadline_at=deadline_at)
+            if self.judging.background or finishing:
+                return
+            events: list[tuple[EventKind, Payload]] = []
+            self._land_judged(events)
+            self._commit([self._event(k, p) for k, p in events], {}, None, deadline_at)
+        except Exception:  # the judge is advice: its failure never changes an answer given
+            return
+
+    def _judge_finish(
+        self, events: list[tuple[EventKind, Payload]], commit_by: float | None
+    ) -> None:
+        """At the finish: ask the judge (``on_finish``) and wait for it until ``commit_by``."""
+        if self.judging is None or self.monitor is None:
+            return
+        try:
+            from keel.guard.judging import MARGIN, due
+
+            fired = due(self.config.judge.when, step=0, finishing=True)
+            if not self.judging.background:
+                fired = tuple(dict.fromkeys((*self.state.judge_due, *fired)))
+                self.state.judge_due = []
+            self._ask_judge(fired, commit_by, finishing=True)
+            until = None if commit_by is None else commit_by - MARGIN
+            if until is None and fired:
+                until = time.monotonic() + self.config.judge.timeout_seconds + 5.0
+            self._land_judged(events, wait_until=until if fired else None)
+        except Exception as exc:  # the finish is answered without the judge
+            from keel.core.events import DataPayload
+
+            note = {"status": "error", "error": "judge.finish", "message": str(exc)[:300]}
+            events.append(("judgement", DataPayload(note)))
+
     # -- finishing, notes and context -------------------------------------------------------
 
     def gate_finish(
@@ -574,6 +683,7 @@ class Guard:
 
         thaw_everything(self.state)  # the turn is over: no file tool is in flight
         events: list[tuple[EventKind, Payload]] = []
+        self._judge_finish(events, commit_by)
         allowed, why = True, "no monitor"
         if self.monitor is not None:
             allowed, why = self.monitor.may_finish()
@@ -820,6 +930,8 @@ def _guidance_payload(guidance: Guidance, tool_use_id: str | None) -> Payload:
 
 
 def _advice(guidance: Guidance) -> str:
+    if guidance.detector == "judge" and guidance.level in ("correct", "hint"):
+        return "Do what the judge suggests, or explain to the user why its finding is wrong."
     match guidance.level:
         case "replan":
             return "State a new plan before using tools that change anything."
@@ -827,6 +939,18 @@ def _advice(guidance: Guidance) -> str:
             return "Stop and report to the user what you tried and why it did not work."
         case "correct" | "hint":
             return "Change your approach instead of repeating the same call."
+
+
+def _inline_judging(root: str | os.PathLike[str]) -> Judging:
+    from keel.guard.judging import SubprocessJudging
+
+    return SubprocessJudging(root, background=False)
+
+
+def _rank(level: str) -> int:
+    from keel.core.decision import GUIDANCE_RANK
+
+    return GUIDANCE_RANK.get(level, -1)
 
 
 def _sha256(data: str | bytes) -> str:

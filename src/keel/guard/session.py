@@ -34,8 +34,8 @@ class SessionState:
     """What keel remembers of one session between hook calls (one journal record)."""
 
     __slots__ = (
-        "calls", "containment_broken", "frozen", "frozen_pids", "monitor", "open_calls", "pending",
-        "stop_blocks",
+        "calls", "containment_broken", "frozen", "frozen_pids", "judge_due", "monitor",
+        "open_calls", "pending", "stop_blocks",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -57,6 +57,9 @@ class SessionState:
         self.frozen_pids: list[list[int]] = []
         """The stopped contained processes (``[pid, start]``): continued when the last file-tool
         call in flight ends."""
+        self.judge_due: list[str] = []
+        """Why a judgement is due at the next result (a hook without the daemon runs it
+        there): ``finding``, ``every_n_steps``."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> SessionState:
@@ -73,6 +76,7 @@ class SessionState:
         state.containment_broken = str(broken) if broken else None
         state.frozen = {str(k): float(v) for k, v in dict(data.get("frozen", {})).items()}
         state.frozen_pids = [[int(p), int(s)] for p, s in data.get("frozen_pids", [])]
+        state.judge_due = [str(t) for t in data.get("judge_due", [])]
         return state
 
     def to_dict(self) -> dict[str, Any]:
@@ -88,6 +92,7 @@ class SessionState:
             "containment_broken": self.containment_broken,
             "frozen": self.frozen,
             "frozen_pids": self.frozen_pids,
+            "judge_due": self.judge_due,
         }
 
     # -- numbered calls (clients that send no tool-use id) -----------------------------------

@@ -139,6 +139,7 @@ def open_guard(root: Path, inp: HookInput, deadline_at: float) -> GuardLike:
         monitor=inp.phase != "session_end",
         checkpoints=inp.phase in ("pre_tool", "post_tool"),
         wait_until=deadline_at - COMMIT_MARGIN,
+        judging="inline",  # no daemon: a judgement runs at a result, within its deadline
     )
 
 

@@ -43,6 +43,7 @@ from keel.core.configview import config_stamp
 from keel.core.daemon import RECORD_NAME, peer_credentials, process_start, read_record
 from keel.core.errors import KeelError, WorkspaceError
 from keel.core.root import ensure_state_dir, state_dir
+from keel.guard.judging import SubprocessJudging
 from keel.hook.main import parse_hook_args
 from keel.hook.wire import (
     ACK,
@@ -280,6 +281,8 @@ class _Guards:
         self.journal: SQLiteJournal | None = None
         self.journal_inode: int | None = None
         self.guards: dict[tuple[str, str], tuple[tuple[object, ...] | None, Guard]] = {}
+        self.judging = SubprocessJudging(root, background=True)
+        """The model judge, on threads of this daemon (``[judge] model``): off the hook's path."""
 
     def __call__(self, root: Path, inp: HookInput, deadline_at: float) -> Guard:
         """The session's guard: cached while current; its ``close`` leaves the journal open."""
@@ -301,6 +304,7 @@ class _Guards:
                 journal=journal,
                 wait_until=deadline_at,
                 inside_sandbox=self.inside_sandbox,
+                judging=self.judging,
             )
             self.guards.pop(key, None)
             self.guards[key] = (stamp, guard)
@@ -341,7 +345,8 @@ def _loop(
         except TimeoutError:
             with state.lock:
                 last = max(state.last, proxy.last)
-                quiet = state.busy == 0 and not proxy.active and time.monotonic() - last > idle
+                busy = state.busy or proxy.active or state.guards.judging.active
+                quiet = not busy and time.monotonic() - last > idle
             if quiet or not _still_ours(path, inode):
                 return
             continue

@@ -1,4 +1,4 @@
-"""The judge: a model evaluator for what the monitor's rules cannot see (issue 25, first half).
+"""The judge: a model evaluator for what the monitor's rules cannot see.
 
 Rules catch loops, repeated failures, scope and test weakening; the judge asks a model whether
 a bounded :class:`Window` of a trajectory shows one of four problems (``CATEGORIES``):
@@ -15,10 +15,10 @@ success the trajectory does not show).
 - :mod:`keel.judge.eval`: ``keel judge eval``: miss and false-alarm rates, timeliness, cost
   and latency over a labelled dataset, with bootstrap intervals and a threshold sweep;
 - :mod:`keel.judge.scan`: ``keel monitor scan --judge``: the judge at the steps
-  ``[judge.when]`` schedules in a recorded run.
-
-Scheduling judgements in the hook daemon and ``keel run``, and delivering verdicts as
-guidance, are the second half of the issue.
+  ``[judge.when]`` schedules in a recorded run;
+- :mod:`keel.judge.live`: the judge process of a live session (hooks, ``keel run``), started
+  by :class:`keel.guard.judging.SubprocessJudging` off the hook's path; its deliverable
+  verdict (:class:`keel.core.judged.Judged`) reaches the monitor's ladder with the next call.
 """
 
 from keel.judge._judge import (

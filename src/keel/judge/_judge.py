@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from keel.core.errors import JudgeError
 from keel.core.events import canonical_json
 from keel.core.root import state_path
+from keel.guard.judging import due as triggers_of
 from keel.judge._verdict import (
     CATEGORIES,
     SUBMIT_TOOL,
@@ -71,7 +72,6 @@ Status = Literal["deliverable", "clear", "below_threshold", "category_off"]
 PACKAGE = "keel.judge"
 SAMPLING = Sampling(temperature=0.0, max_tokens=400, seed=0)
 """A verdict is short; the budget's worst case counts all of ``max_tokens``."""
-_LEVELS = ("hint", "correct", "replan", "stop")
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,18 +317,5 @@ def judge_for(
 def due(
     when: JudgeWhen, *, step: int, finding: GuidanceLevel | None = None, finishing: bool = False
 ) -> bool:
-    """Whether ``[judge.when]`` schedules a judgement now.
-
-    Args:
-        when: the triggers.
-        step: the tool calls so far.
-        finding: the highest level a rule found at this step, if any.
-        finishing: the agent is claiming it is done.
-    """
-    if finishing and when.on_finish:
-        return True
-    if when.every_n_steps and step > 0 and step % when.every_n_steps == 0:
-        return True
-    if finding is None or when.on_finding == "off":
-        return False
-    return _LEVELS.index(finding) >= _LEVELS.index(when.on_finding)
+    """Whether ``[judge.when]`` schedules a judgement now (``keel.guard.judging.due``)."""
+    return bool(triggers_of(when, step=step, finding=finding, finishing=finishing))

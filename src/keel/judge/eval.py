@@ -20,6 +20,11 @@
 last one (the finish), each time with the window up to that step. Checkpoints are judged in
 dataset order, so a ``script:`` judge answers them in that order.
 
+**A subset** (``--limit N``, :func:`subset`): at most N cases, the labels (each category, then
+benign, in the order they first appear) taking turns to give their next case in dataset order.
+It is deterministic, and has a case of every label once N reaches the number of labels: a quick
+run of a slow model (the embedded ``local`` one answers in seconds, not milliseconds).
+
 **Scoring**, per category ``c`` at threshold ``t``: a detection of ``c`` is a ``problem``
 verdict of category ``c`` with confidence ``>= t`` at a checkpoint.
 
@@ -187,6 +192,30 @@ def _one_session(events: list[Event], session: str | None) -> tuple[Event, ...]:
     if chosen is None:
         raise UserError(f"no session {session!r} in the trajectory", code="judge.dataset")
     return tuple(e for e in events if e.session_id == chosen)
+
+
+def subset(cases: Sequence[Case], limit: int | None) -> tuple[Case, ...]:
+    """At most ``limit`` cases, every label in turn; all of them when ``limit`` is None.
+
+    The labels (each category, and ``benign``) take turns in the order they first appear,
+    each giving its next case in dataset order, until ``limit`` cases are chosen. The chosen
+    cases keep their dataset order (the order they are judged in).
+    """
+    if limit is None or limit >= len(cases):
+        return tuple(cases)
+    labels = list(dict.fromkeys(_label_key(c) for c in cases))
+    turns: Counter[str] = Counter()
+    ranked: list[tuple[int, int, int]] = []
+    for index, case in enumerate(cases):
+        key = _label_key(case)
+        ranked.append((turns[key], labels.index(key), index))
+        turns[key] += 1
+    chosen = sorted(index for _, _, index in sorted(ranked)[: max(0, limit)])
+    return tuple(cases[i] for i in chosen)
+
+
+def _label_key(case: Case) -> str:
+    return case.label.category or "benign"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -387,6 +416,8 @@ class Report:
     prompt: str
     threshold: float
     cases: int
+    dataset_cases: int
+    """Cases in the dataset (more than ``cases`` when a subset was judged)."""
     calls: int
     """Model calls made (checkpoints not answered from the cache)."""
     cached: int
@@ -412,6 +443,7 @@ class Report:
             "prompt": self.prompt,
             "threshold": self.threshold,
             "cases": self.cases,
+            "dataset_cases": self.dataset_cases,
             "calls": self.calls,
             "cached": self.cached,
             "errors": dict(self.errors),
@@ -519,8 +551,12 @@ def report(
     threshold: float,
     bootstrap: int = 1000,
     seed: int = 0,
+    dataset_cases: int | None = None,
 ) -> Report:
-    """The report of an evaluation: scores per category, cost, latency and the sweep."""
+    """The report of an evaluation: scores per category, cost, latency and the sweep.
+
+    ``dataset_cases``: the cases in the dataset when ``runs`` are a :func:`subset` of them.
+    """
     checks = [c for r in runs for c in r.checks]
     calls = [c for c in checks if not c.cached and c.error is None]
     latencies = sorted(c.latency_ms for c in calls)
@@ -532,6 +568,7 @@ def report(
         prompt=judge.prompt,
         threshold=threshold,
         cases=len(runs),
+        dataset_cases=len(runs) if dataset_cases is None else dataset_cases,
         calls=sum(1 for c in checks if not c.cached),
         cached=sum(1 for c in checks if c.cached),
         errors=tuple(sorted(Counter(c.error for c in checks if c.error).items())),
@@ -569,8 +606,11 @@ def _call_latency(runs: Sequence[CaseRun]) -> float | None:
 def render_text(result: Report, *, show_sweep: bool = False) -> str:
     """The report as the CLI prints it."""
     errors = ", ".join(f"{code} x{n}" for code, n in result.errors) or "none"
+    cases = f"{result.cases} cases"
+    if result.dataset_cases != result.cases:
+        cases = f"{result.cases} of {result.dataset_cases} cases"
     lines = [
-        f"judge eval of {result.dataset}: {result.cases} cases, {result.calls} model call(s), "
+        f"judge eval of {result.dataset}: {cases}, {result.calls} model call(s), "
         f"{result.cached} cached, errors: {errors}",
         f"model {result.model}; threshold {result.threshold}; 95% bootstrap intervals "
         f"({result.bootstrap} resamples, seed {result.seed})",

@@ -23,22 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 from keel.core.decision import GUIDANCE_RANK
 from keel.core.errors import ModelError
+from keel.core.judged import LEVELS
+from keel.guard.judging import due as triggers_of
 from keel.judge._window import window_of
 
 if TYPE_CHECKING:
     from keel.core.decision import GuidanceLevel
     from keel.core.schema import JudgeWhen
     from keel.judge._judge import Judge, Judgement
-    from keel.judge._verdict import Category
     from keel.monitor.scan import RunScan, ScanReport
-
-LEVELS: dict[Category, GuidanceLevel] = {
-    "drift": "hint",
-    "gaming": "correct",
-    "hijack": "correct",
-    "false_success": "correct",
-}
-"""The ladder level of a deliverable judgement, by category."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,22 +75,15 @@ class StepJudgement:
 
 def schedule(run: RunScan, when: JudgeWhen) -> tuple[tuple[int, tuple[str, ...]], ...]:
     """The steps ``[judge.when]`` schedules in ``run``, each with its triggers."""
-    from keel.judge._judge import due
-
     highest: dict[int, GuidanceLevel] = {}
     for d in run.diagnostics:
         if d.step not in highest or GUIDANCE_RANK[d.level] > GUIDANCE_RANK[highest[d.step]]:
             highest[d.step] = d.level
     planned: list[tuple[int, tuple[str, ...]]] = []
     for step in range(min(1, run.steps), run.steps + 1):
-        finishing = step == run.steps
-        if not due(when, step=step, finding=highest.get(step), finishing=finishing):
-            continue
-        finding = step in highest and due(when, step=0, finding=highest[step])
-        every = bool(when.every_n_steps) and step > 0 and step % when.every_n_steps == 0
-        finish = finishing and when.on_finish
-        fired = (("finding", finding), ("every_n_steps", every), ("finish", finish))
-        planned.append((step, tuple(name for name, on in fired if on)))
+        fired = triggers_of(when, step=step, finding=highest.get(step), finishing=step == run.steps)
+        if fired:
+            planned.append((step, fired))
     return tuple(planned)
 
 

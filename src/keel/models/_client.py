@@ -129,8 +129,9 @@ class ModelClient:
         Args:
             model: the backend.
             session_id: the session whose budget and trace the calls belong to.
-            journal: where calls are recorded; its earlier calls of the session count
-                against the budget. None records nothing (tests, the demo's dry runs).
+            journal: where calls are recorded; its earlier calls of the session by the same
+                ``agent`` count against the budget. None records nothing (tests, the demo's
+                dry runs).
             budget: the session's limits (none by default).
             retry: retries, backoff and the per-attempt timeout.
             prices: for cost accounting; free models (local, scripted) cost 0 without.
@@ -148,7 +149,7 @@ class ModelClient:
         self.agent = agent
         self._sleep = sleep
         self._clock = clock
-        self.spend = _spent_before(journal, session_id)
+        self.spend = _spent_before(journal, session_id, agent)
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         """Send ``request`` within the budget, retrying, and journal both sides.
@@ -351,13 +352,19 @@ def _scrubbed(error: ModelError) -> ModelError:
     return copy
 
 
-def _spent_before(journal: EventSink | None, session_id: str) -> Spend:
-    """The session's spend recorded in the journal (calls sent, tokens, cost)."""
+def _spent_before(journal: EventSink | None, session_id: str, agent: str) -> Spend:
+    """The session's spend by ``agent`` recorded in the journal (calls sent, tokens, cost).
+
+    Per agent: the judge's budget (``keel.judge``) is not spent by ``keel run``'s own calls in
+    the same session, nor the other way round.
+    """
     if journal is None:
         return Spend()
     calls = tokens = 0
     cost: float | None = 0.0
     for event in journal.events(session_id=session_id, kinds=("model.response",)):
+        if event.agent != agent:
+            continue
         data = event.payload.data if isinstance(event.payload, DataPayload) else {}
         calls += 1
         usage = data.get("usage") or {}

@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from keel.core.calls import ToolCall, ToolResult
-from keel.core.decision import Guidance
+from keel.core.decision import GUIDANCE_RANK, Guidance
 from keel.core.events import (
     DataPayload,
     Event,
@@ -23,6 +23,7 @@ from keel.core.events import (
     ToolCallPayload,
     ToolResultPayload,
 )
+from keel.core.judged import Judged
 from keel.monitor._calls import find_call, read_call, remember
 from keel.monitor._context import Context, Done, Finding
 from keel.monitor._events import call_from, result_from, tokens_of
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     from keel.monitor._context import FactsReader
 
 _DRAIN_CAP = 256
+_JUDGED_CAP = 8
+"""Undelivered verdicts kept; a flood of them keeps the newest."""
 Outcome = tuple[list[Diagnostic], Guidance | None]
 
 
@@ -131,6 +134,11 @@ class Monitor:
             return Guidance("hint", pending[0], pending[1])
         return guidance
 
+    def land(self, judged: Judged) -> None:
+        """Keep a deliverable verdict of the model judge for the next call's ladder."""
+        self.state.judged.append(judged.to_dict())
+        del self.state.judged[:-_JUDGED_CAP]
+
     def current_guidance(self) -> Guidance | None:
         """The guidance that still applies: a stop, a pending replan, or recent guidance.
 
@@ -168,6 +176,9 @@ class Monitor:
         """
         if not self._m.enabled:
             return True, "the monitor is off"
+        judged = self._judged_blocking_finish()
+        if judged is not None:
+            return False, judged
         allowed, why, evidence = UNVERIFIED_FINISH.finish(self._ctx)
         if evidence is not None:
             step = self.state.step
@@ -175,6 +186,18 @@ class Monitor:
             guidance = Guidance("correct", why, "unverified_finish", evidence)
             self._emit([diagnostic], guidance, self._session_id, None)
         return allowed, why
+
+    def _judged_blocking_finish(self) -> str | None:
+        """A landed verdict at correct or above, delivered as the finish's refusal.
+
+        Each verdict refuses one finish at most (it is consumed), so no agent is trapped.
+        """
+        findings = self._judged_findings()
+        if not any(GUIDANCE_RANK[f.level] >= 1 for f in findings):
+            return None
+        diagnostics, guidance = self._climb(findings, "post")
+        self._emit(diagnostics, guidance, self._session_id, None)
+        return guidance.message if guidance is not None else findings[0].message
 
     def drain(self) -> list[Diagnostic]:
         """The diagnostics produced since the last ``drain()``, for a caller that journals."""
@@ -203,6 +226,8 @@ class Monitor:
                     return self._climb(UNVERIFIED_FINISH.claim(self._ctx), "post")
                 case "scope.outside":
                     return self._outside_scope(payload.data)
+                case "judgement":
+                    self._land_recorded(payload.data)
                 case _:
                     pass
         return [], None
@@ -221,6 +246,7 @@ class Monitor:
             remember(st, seen._replace(flags=seen.flags | READ), self._recent_cap)
             return [], standing(st, None, READ)
         findings = [f for d in PIPELINE for f in d.before(self._ctx, seen)]
+        findings += self._judged_findings()
         remember(st, seen, self._recent_cap)
         diagnostics, guidance = self._climb(findings, "pre")
         return diagnostics, standing(st, guidance, seen.flags)
@@ -254,6 +280,35 @@ class Monitor:
         after = done._replace(changed=changed)
         findings = [f for d in PIPELINE if d.name == "scope" for f in d.after(self._ctx, after)]
         return self._climb(findings, "post", done.entry.step)
+
+    def _judged_findings(self) -> list[Finding]:
+        """The landed verdicts as findings of ``judge``, one rung per category (then cleared).
+
+        On the ladder they meet the rules' findings: the highest level wins, a category in
+        its cooldown stays quiet unless more severe, and a repeat after it escalates.
+        """
+        pending, self.state.judged = self.state.judged, []
+        findings: list[Finding] = []
+        for data in pending:
+            try:
+                judged = Judged.from_dict(data)
+            except (KeyError, TypeError, ValueError):
+                continue  # a damaged record is dropped; the judgement itself is journaled
+            evidence = {"steps": list(judged.evidence), "confidence": judged.confidence,
+                        "category": judged.category, "window": judged.window}  # fmt: skip
+            rung = f"judge.{judged.category}"
+            findings.append(Finding("judge", judged.level, judged.message, evidence, rung))
+        return findings
+
+    def _land_recorded(self, data: dict[str, Any]) -> None:
+        """A recorded ``judgement`` event (``keel monitor scan``): land it if it was delivered."""
+        judged = data.get("judged")
+        if not isinstance(judged, dict):
+            return
+        try:
+            self.land(Judged.from_dict(judged))
+        except (KeyError, TypeError, ValueError):
+            return
 
     def _match(self, result: ToolResult, now: float) -> int:
         """The index in ``recent`` of the call ``result`` answers (registered if unseen)."""

@@ -28,6 +28,7 @@ DetectorName = Literal[
     "test_weakening",
     "unverified_finish",
     "plan_drift",
+    "judge",
 ]
 DETECTORS: tuple[DetectorName, ...] = get_args(DetectorName)
 STATE_VERSION = 1
@@ -162,6 +163,9 @@ class MonitorState:
     """``[level, message, detector, step]`` of the latest guidance, for re-injection."""
     pending_hint: list[Any] | None = None
     """``[message, detector, step]`` of a pre-call hint, delivered again with the result."""
+    judged: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    """The model judge's deliverable verdicts (``Judged.to_dict``) not yet delivered: they
+    reach the ladder with the next call."""
 
     def to_json(self) -> str:
         """Compact JSON of the whole state."""
@@ -231,7 +235,8 @@ def _check_types(state: MonitorState) -> None:
         "gates": isinstance(state.gates, dict)
         and all(_is_pair(v, lambda x: type(x) is int) for v in state.gates.values()),
         "lists": all(
-            isinstance(v, list) for v in (state.plan_words, state.plan_steps, state.budget_warned)
+            isinstance(v, list)
+            for v in (state.plan_words, state.plan_steps, state.budget_warned, state.judged)
         ),
     }
     bad = [name for name, ok in checks.items() if not ok]
