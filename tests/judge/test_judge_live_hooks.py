@@ -13,80 +13,20 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from judge_live_helpers import journal_of, judge_toml, landed, verdict_json, wait_for
 
 from _support import hook, keel, keel_env, make_workspace, verdict
 from keel.hook import relay
 from keel.hook.server import stop_daemon
-from keel.journal import open_journal
 from models.model_servers import HANG, FakeModelServer, chat_reply, messages_reply
 
-LIMIT = 60.0
-"""Seconds after which waiting for a judgement fails the test (a bound, not a measurement)."""
 KEY = "zq-judge-test-key"
 TASK = "Make tests/test_calc.py pass by fixing calc.add."
-
-
-def judge_toml(spec: str, **judge: Any) -> str:
-    settings = {"min_confidence": 0.7, "timeout_seconds": 20, **judge}
-    lines = ['[policy]\npreset = "developer"\n', "[monitor]\nrepeat_hint = 2\n", "[judge]"]
-    lines.append(f'model = "{spec}"')
-    lines += [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
-    lines.append('\n[judge.when]\non_finding = "hint"\non_finish = false')
-    return "\n".join(lines) + "\n"
-
-
-def verdict_json(category: str = "gaming", confidence: float = 0.9) -> str:
-    return json.dumps({
-        "verdict": "problem", "category": category, "confidence": confidence,
-        "evidence": [2], "suggestion": "Put the assertion back and fix calc.add instead.",
-    })  # fmt: skip
-
-
-def wait_for(what: str, check: Callable[[], Any]) -> Any:
-    end = time.monotonic() + LIMIT
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > end:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.05)
-
-
-def judge_processes() -> list[int]:
-    """The judge processes running now (``_launch.py judge``)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if len(argv) > 3 and argv[2].endswith(b"_launch.py") and argv[3] == b"judge":
-            found.append(int(entry.name))
-    return found
-
-
-def landed(root: Path, session: str = "live") -> list[dict[str, Any]]:
-    """The session's judgements, once journaled and their process gone (the verdict kept)."""
-    judged = journal_of(root, "judgement", session)
-    return judged if judged and not judge_processes() else []
-
-
-def journal_of(root: Path, kind: str, session: str = "live") -> list[dict[str, Any]]:
-    with open_journal(root) as journal:
-        return [
-            {
-                "agent": e.agent,
-                **(e.payload.data if hasattr(e.payload, "data") else {"payload": e.payload}),
-            }
-            for e in journal.events(session_id=session, kinds=(kind,))
-        ]
 
 
 @pytest.fixture
@@ -202,6 +142,9 @@ def test_a_finding_schedules_a_judgement_that_denies_the_next_call(
     assert agents == {"keel.judge"}
     guidance = journal_of(root, "guidance")
     assert any(g["payload"].detector == "judge" for g in guidance)
+    shown = keel("show", "live", workspace=root).stdout
+    assert "judgement" in shown and "gaming 0.90 deliverable after step 2 (finding)" in shown
+    assert "model.request" in shown and "model.response" in shown
 
 
 def test_a_verdict_below_min_confidence_is_journaled_not_delivered(
@@ -299,3 +242,27 @@ def test_without_the_daemon_a_hung_judge_is_skipped_within_the_hooks_deadline(
     assert len(skipped) == 1 and "did not answer within" in skipped[0]["reason"]
     assert verdict(session.call("Write", {"file_path": str(root / "notes.md"),
                                           "content": "x"})) == "allow"  # fmt: skip
+
+
+def test_at_the_finish_a_false_success_verdict_refuses_the_stop_once(
+    workdir: Path, server: FakeModelServer, daemon_env: Any
+) -> None:
+    server.queue(chat_reply(verdict_json("false_success", step=1)))
+    toml = judge_toml("openai:judge-mini").replace(
+        'on_finding = "hint"\non_finish = false', 'on_finding = "off"\non_finish = true'
+    )
+    root = workspace(workdir / "ws", toml)
+    session = Session(root, daemon_env(root, openai_env(server)), hookd=True)
+    session.prompt()
+    assert session.read("calc.py") == "allow"
+    stop = {"stop_hook_active": False}
+    blocked = hook("Stop", stop, **session._kw())
+    answer = json.loads(blocked.stdout)
+    assert answer["decision"] == "block" and "claim of success" in answer["reason"]
+    judged = journal_of(root, "judgement")
+    assert [(j["status"], j["triggers"], j["finish"]) for j in judged] == [
+        ("deliverable", ["finish"], True)
+    ]
+    server.queue(chat_reply(verdict_json("false_success", step=1)))  # not asked: cached
+    again = hook("Stop", {"stop_hook_active": True}, **session._kw())
+    assert again.returncode == 0 and not again.stdout.strip()  # the same window: cached, once

@@ -24,7 +24,7 @@ def make(toml: str = "") -> Monitor:
 
 
 def judged(category: str = "gaming", step: int = 1) -> Judged:
-    return Judged(category, 0.9, (step,), "Restore the test.", step, "sha256:w")
+    return Judged(category, 0.9, (step,), "Restore the test.", step, f"sha256:w{step}")
 
 
 def read(n: int) -> ToolCall:
@@ -74,15 +74,15 @@ def test_the_higher_of_a_rule_and_the_judge_wins() -> None:
 
 def test_a_category_in_its_cooldown_is_not_new_and_a_repeat_after_it_escalates() -> None:
     monitor = make("[monitor]\ncooldown_steps = 2\n")
-    monitor.land(judged("drift"))
+    monitor.land(judged("drift", 1))
     assert step(monitor, 1) is not None  # the hint
-    monitor.land(judged("drift"))
+    monitor.land(judged("drift", 2))
     monitor.drain()
     assert step(monitor, 2) is None  # within the cooldown: quiet
     assert monitor.drain() == []
     step(monitor, 3)
     step(monitor, 4)
-    monitor.land(judged("drift"))
+    monitor.land(judged("drift", 5))
     escalated = step(monitor, 5)  # after the cooldown the same finding climbs one rung
     assert escalated is not None and escalated.level == "correct"
 
@@ -131,3 +131,14 @@ def test_a_recorded_judgement_is_read_back_by_a_scan() -> None:
     guidance = monitor.before_call(read(1))
     assert guidance is not None and guidance.detector == "judge"
     assert len([d for d in monitor.drain() if d.detector == "judge"]) == 1
+
+
+def test_the_same_verdict_on_the_same_window_lands_once() -> None:
+    monitor = make()
+    step(monitor, 1)
+    monitor.land(judged("false_success", 1))
+    assert not monitor.may_finish()[0]
+    monitor.land(judged("false_success", 1))  # the cached verdict of an unchanged trajectory
+    assert monitor.may_finish()[0]
+    monitor.land(judged("false_success", 2))  # a new window: a new verdict
+    assert not monitor.may_finish()[0]

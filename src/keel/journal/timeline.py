@@ -202,6 +202,8 @@ def describe(event: Event) -> str:
             return f"{payload.reason}{by}"
         case DataPayload() if event.kind in ("model.request", "model.response"):
             return describe_model_call(event.kind, payload.data)
+        case DataPayload() if event.kind == "judgement":
+            return describe_judgement(payload.data)
         case DataPayload():
             return _compact(payload.data) if payload.data else ""
         case _:
@@ -320,6 +322,20 @@ def render_problems(
     lines.extend(f"seq {p.seq}: {p.code}: {p.message}" for p in listed)
     lines.append(f"journal NOT intact: {len(listed)} problem(s) in {events} events{also}")
     return "\n".join(lines) + "\n"
+
+
+def describe_judgement(data: dict[str, Any]) -> str:
+    """The model judge's answer on one line: the verdict, its status, why it was asked."""
+    why = ",".join(str(t) for t in data.get("triggers") or []) or "?"
+    where = f"after step {data.get('step', '?')} ({why})"
+    status = data.get("status", "?")
+    verdict = data.get("verdict")
+    if isinstance(verdict, dict):
+        cached = ", cached" if data.get("cached") else ""
+        found = f"{verdict.get('category', '?')} {float(verdict.get('confidence') or 0):.2f}"
+        return f"{found} {status}{cached} {where}"
+    reason = data.get("reason") or data.get("message") or data.get("error") or ""
+    return f"{status} {where}: {reason}".rstrip(": ")
 
 
 def describe_model_call(kind: str, data: dict[str, Any]) -> str:

@@ -191,6 +191,8 @@ class _Builder:
         text = _text(data)
         if kind == "prompt" and text and not self.task:
             self.task = text
+        elif kind == "session.start" and data.get("task") and not self.task:
+            self.task = str(data["task"])  # keel run records its task when it starts
         elif kind == "thought" and text:
             self.trailing = f"{self.trailing}\n{text}".strip()
         elif kind == "plan":

@@ -24,14 +24,19 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from keel.core.errors import KeelError
+from keel.core.errors import KeelError, ModelError
 from keel.core.events import DataPayload, Event
 from keel.core.judged import Judged
 
+if TYPE_CHECKING:
+    from keel.models.testing import ReplayModel
+
 AGENT = "keel.judge"
 """The ``agent`` of everything the judge journals (its model calls, its judgements)."""
+REPLAY = "replay:"
+"""``replay:SESSION@ROOT``: the judge's recorded calls in ``ROOT``'s journal (``keel replay``)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,7 +93,11 @@ def judge_session(
                                   "window_hash": window.hash}  # fmt: skip
         judged: Judged | None = None
         try:
-            opened = open_model(spec, config.model, workspace=root)
+            opened = (
+                recorded_judge(spec)
+                if spec.startswith(REPLAY)
+                else open_model(spec, config.model, workspace=root)
+            )
             client = judge_client(opened, settings, config.model, session_id=session_id,
                                   journal=journal)  # fmt: skip
             try:
@@ -112,6 +121,29 @@ def judge_session(
         "judged": judged.to_dict() if judged is not None else None,
         "error": record.get("error"),
     }
+
+
+def recorded_judge(spec: str) -> ReplayModel:
+    """The judge's recorded calls of ``replay:SESSION@ROOT``, served by request hash.
+
+    Only the calls journaled as agent ``keel.judge``, presented as the model that made them (so
+    the same window asks the same request); a request that was never recorded is an error
+    (``model.replay_diverged``), never a call to a model.
+
+    Raises:
+        ModelError: the spec names no session and root, or the journal cannot be read.
+    """
+    from keel.journal import read_journal
+    from keel.models.testing import ReplayModel
+
+    session, _, where = spec.removeprefix(REPLAY).partition("@")
+    if not session or not where:
+        raise ModelError(f"{spec}: expected replay:SESSION@ROOT", code="model.replay")
+    kinds = ("model.request", "model.response")
+    with read_journal(Path(where)) as journal:
+        events = [e for e in journal.events(session_id=session, kinds=kinds) if e.agent == AGENT]
+    recorded = ReplayModel.from_events(events)
+    return ReplayModel(recorded.records, name=recorded.recorded_model)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -1,7 +1,7 @@
 """From a model spec and ``[model]`` to a backend and its client.
 
 A spec names the backend and the model: ``openai:MODEL``, ``anthropic:MODEL``, ``local`` (or
-``local:FILE.gguf``), ``script:FILE`` or ``replay:SESSION[@ROOT]``. Where each setting comes from,
+``local:FILE.gguf``), ``script:FILE`` or ``replay:SESSION``. Where each setting comes from,
 first match wins:
 
 - the base URL: the ``base_url`` argument (``--base-url``), ``OPENAI_BASE_URL`` /
@@ -159,13 +159,9 @@ def _replay(spec: ModelSpec, workspace: Path | None) -> Model:
     from keel.models.testing import ReplayModel
 
     root = workspace or Path.cwd()
-    target = spec.target
-    if "@" in target:  # replay:SESSION@ROOT: another workspace's journal (keel replay's judge)
-        target, elsewhere = target.split("@", 1)
-        root = Path(elsewhere)
     with open_journal(root) as journal:
         try:
-            session = resolve_session(journal, target)
+            session = resolve_session(journal, spec.target)
         except Exception as exc:
             raise ModelError(f"{spec}: {exc}", code="model.replay") from exc
         kinds = ("model.request", "model.response")

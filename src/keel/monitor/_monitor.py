@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 _DRAIN_CAP = 256
 _JUDGED_CAP = 8
 """Undelivered verdicts kept; a flood of them keeps the newest."""
+_SEEN_CAP = 32
+"""Landed verdicts remembered, to land each (category, window) once."""
 Outcome = tuple[list[Diagnostic], Guidance | None]
 
 
@@ -135,9 +137,20 @@ class Monitor:
         return guidance
 
     def land(self, judged: Judged) -> None:
-        """Keep a deliverable verdict of the model judge for the next call's ladder."""
-        self.state.judged.append(judged.to_dict())
-        del self.state.judged[:-_JUDGED_CAP]
+        """Keep a deliverable verdict of the model judge for the next call's ladder.
+
+        The same category on the same window lands once: asked again about a trajectory that
+        has not moved (a second finish with nothing done in between), the judge's cached
+        verdict is journaled, not delivered again.
+        """
+        st = self.state
+        key = f"{judged.category}:{judged.window}"
+        if key in st.judged_seen:
+            return
+        st.judged_seen.append(key)
+        del st.judged_seen[:-_SEEN_CAP]
+        st.judged.append(judged.to_dict())
+        del st.judged[:-_JUDGED_CAP]
 
     def current_guidance(self) -> Guidance | None:
         """The guidance that still applies: a stop, a pending replan, or recent guidance.

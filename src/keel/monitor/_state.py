@@ -166,6 +166,9 @@ class MonitorState:
     judged: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     """The model judge's deliverable verdicts (``Judged.to_dict``) not yet delivered: they
     reach the ladder with the next call."""
+    judged_seen: list[str] = field(default_factory=list[str])
+    """``category:window hash`` of the verdicts landed so far (the newest): the same verdict
+    on the same window (a cached judgement of an unchanged trajectory) lands once."""
 
     def to_json(self) -> str:
         """Compact JSON of the whole state."""
@@ -236,7 +239,13 @@ def _check_types(state: MonitorState) -> None:
         and all(_is_pair(v, lambda x: type(x) is int) for v in state.gates.values()),
         "lists": all(
             isinstance(v, list)
-            for v in (state.plan_words, state.plan_steps, state.budget_warned, state.judged)
+            for v in (
+                state.plan_words,
+                state.plan_steps,
+                state.budget_warned,
+                state.judged,
+                state.judged_seen,
+            )
         ),
     }
     bad = [name for name, ok in checks.items() if not ok]
