@@ -66,6 +66,14 @@ def test_the_schema_is_sent_as_structured_output() -> None:
     model = ScriptedModel([verdict()])
     Judge(ModelClient(model, session_id="s")).judge(window())
     (request,) = model.calls
-    assert request.output is not None and request.output.schema == VERDICT_SCHEMA
+    assert request.output is not None
+    sent = request.output.schema
+    assert {k: v for k, v in sent.items() if k != "properties"} == {
+        k: v for k, v in VERDICT_SCHEMA.items() if k != "properties"
+    }
+    # evidence may cite only the steps shown (the window of three steps)
+    assert sent["properties"]["evidence"]["items"] == {"type": "integer", "enum": [1, 2, 3]}
+    others = {k: v for k, v in sent["properties"].items() if k != "evidence"}
+    assert others == {k: v for k, v in VERDICT_SCHEMA["properties"].items() if k != "evidence"}
     assert VERDICT_SCHEMA["additionalProperties"] is False
     assert set(VERDICT_SCHEMA["required"]) == set(GOOD)

@@ -235,10 +235,11 @@ class Judge:
             examples="\n\n".join(t.text.strip() for t in self._parts if ".example." in t.id),
         )
         messages = (Message.system(system), Message.user(self._user.render(window=window.render())))
-        output = OutputSchema("keel_verdict", VERDICT_SCHEMA) if info.structured != "off" else None
+        schema = schema_for(window)
+        output = OutputSchema("keel_verdict", schema) if info.structured != "off" else None
         tools: tuple[Tool, ...] = ()
         if output is None and info.supports_tools:
-            tools = (Tool(SUBMIT_TOOL, "Submit the verdict on the trajectory.", VERDICT_SCHEMA),)
+            tools = (Tool(SUBMIT_TOOL, "Submit the verdict on the trajectory.", schema),)
         uses = tuple(t.use for t in (self._system, self._user, *self._parts))
         choice = SUBMIT_TOOL if tools else None
         return ModelRequest(messages, tools, choice, output, self.sampling, uses)
@@ -260,6 +261,20 @@ class Judge:
             window.hash, verdict, self.status(verdict), self.model, self.prompt, cached, cost,
             latency,
         )  # fmt: skip
+
+
+def schema_for(window: Window) -> dict[str, Any]:
+    """``VERDICT_SCHEMA`` with ``evidence`` limited to the steps ``window`` shows.
+
+    A model held to the schema (structured output, a local model's grammar) then cannot cite
+    a step it was not shown, which :func:`parse_verdict` would refuse (``judge.evidence``).
+    """
+    shown = sorted(window.step_numbers)
+    if not shown:
+        return VERDICT_SCHEMA
+    schema = json.loads(json.dumps(VERDICT_SCHEMA))
+    schema["properties"]["evidence"]["items"] = {"type": "integer", "enum": shown}
+    return schema
 
 
 def _templates(
