@@ -617,25 +617,46 @@ class Guard:
     def _ask_judge(
         self, triggers: tuple[str, ...], deadline_at: float | None, *, finishing: bool = False
     ) -> None:
-        """Schedule a judgement; inline, run it and commit what it found. Never raises."""
+        """Schedule a judgement; inline, run it and commit what it found.
+
+        The judge is advice: a failure never changes an answer already given; it is journaled
+        (at the finish, raised for ``_judge_finish`` to journal with the finish).
+        """
         if not triggers or self.judging is None:
             return
         try:
-            from keel.guard.judging import JudgeJob
+            self._schedule_judgement(triggers, deadline_at, finishing)
+        except Exception as exc:
+            if finishing:
+                raise
+            self._journal_quietly(_judge_failure("judge.schedule", exc), deadline_at)
 
-            settings = self.config.judge
-            job = JudgeJob(
-                self.session_id, self.agent, self.monitor.state.step if self.monitor else 0,
-                triggers, finishing=finishing, timeout=settings.timeout_seconds + 5.0,
-            )  # fmt: skip
-            self.judging.schedule(job, deadline_at=deadline_at)
-            if self.judging.background or finishing:
-                return
-            events: list[tuple[EventKind, Payload]] = []
-            self._land_judged(events)
-            self._commit([self._event(k, p) for k, p in events], {}, None, deadline_at)
-        except Exception:  # the judge is advice: its failure never changes an answer given
+    def _schedule_judgement(
+        self, triggers: tuple[str, ...], deadline_at: float | None, finishing: bool
+    ) -> None:
+        from keel.guard.judging import JudgeJob
+
+        assert self.judging is not None
+        step = self.monitor.state.step if self.monitor else 0
+        timeout = self.config.judge.timeout_seconds + 5.0
+        job = JudgeJob(
+            self.session_id, self.agent, step, triggers, finishing=finishing, timeout=timeout
+        )
+        self.judging.schedule(job, deadline_at=deadline_at)
+        if self.judging.background or finishing:
             return
+        events: list[tuple[EventKind, Payload]] = []
+        self._land_judged(events)
+        self._commit([self._event(k, p) for k, p in events], {}, None, deadline_at)
+
+    def _journal_quietly(self, note: dict[str, Any], commit_by: float | None) -> None:
+        """Journal one ``judgement`` note after the answer; a failure here is dropped."""
+        from keel.core.events import DataPayload
+
+        try:
+            self._commit([self._event("judgement", DataPayload(note))], {}, None, commit_by)
+        except Exception:
+            return  # the answer was committed; this note is all that is lost
 
     def _judge_finish(
         self, events: list[tuple[EventKind, Payload]], commit_by: float | None
@@ -658,8 +679,7 @@ class Guard:
         except Exception as exc:  # the finish is answered without the judge
             from keel.core.events import DataPayload
 
-            note = {"status": "error", "error": "judge.finish", "message": str(exc)[:300]}
-            events.append(("judgement", DataPayload(note)))
+            events.append(("judgement", DataPayload(_judge_failure("judge.finish", exc))))
 
     # -- finishing, notes and context -------------------------------------------------------
 
@@ -939,6 +959,10 @@ def _advice(guidance: Guidance) -> str:
             return "Stop and report to the user what you tried and why it did not work."
         case "correct" | "hint":
             return "Change your approach instead of repeating the same call."
+
+
+def _judge_failure(code: str, exc: BaseException) -> dict[str, Any]:
+    return {"status": "error", "error": code, "message": f"{type(exc).__name__}: {exc}"[:300]}
 
 
 def _inline_judging(root: str | os.PathLike[str]) -> Judging:
