@@ -249,12 +249,12 @@ def emergency_resume(root: Path) -> bool:
 def workspace_status(root: Path) -> dict[str, Any]:
     """Root, config file, preset, stop flag and journal size, as a dict."""
     from keel.config import config_for
-    from keel.journal import journal_health, journal_path, read_journal
+    from keel.journal import has_journal, journal_health, read_journal
 
     config_path = root / CONFIG_NAME
     config = config_for(root)
     journal: dict[str, Any] = {"events": 0, "sessions": 0}
-    if journal_path(root).exists():
+    if has_journal(root):
         try:
             with read_journal(root) as j:  # status only reads: it never recovers or migrates
                 sessions = j.sessions()
@@ -334,9 +334,9 @@ def monitor_stops(root: Path) -> list[MonitorStop]:
     Raises:
         JournalError: the journal cannot be read.
     """
-    from keel.journal import journal_path, read_journal
+    from keel.journal import has_journal, read_journal
 
-    if not journal_path(root).exists():
+    if not has_journal(root):
         return []
     found: list[MonitorStop] = []
     with read_journal(root) as journal:

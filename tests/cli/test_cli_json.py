@@ -84,6 +84,8 @@ NOT_IN_THE_WALK = {
     "judge eval": "tests/judge (a scripted judge over examples/judge)",
     "run": "tests/agent",
     "replay": "tests/agent (replays a recorded `keel run`)",
+    "eval": "tests/eval (the shipped suite with scripted models; --replay of its results)",
+    "journal migrate": "tests/journal/test_journal_postgres.py (needs a PostgreSQL server)",
 }
 
 NOT_REPORTS = {
@@ -97,6 +99,8 @@ NOT_REPORTS = {
     "hook": "the client's hook protocol on stdout",
     "hookd run": "a server, in the foreground",
     "install": "the installer's own output (pip, pipx or uv); --dry-run prints its command",
+    "mcp": "a server: MCP on stdio, or the URL it serves on (tests/mcp)",
+    "ui": "a server: the URL of its page, in the foreground (tests/ui)",
 }
 
 

@@ -48,3 +48,37 @@ def cli() -> Callable[..., Any]:
         return runner.invoke(app, list(args))
 
     return invoke
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """A real PostgreSQL server for this test process (``_support.postgres``), stopped after.
+
+    Skips (fails under KEEL_REQUIRE_ALL=1) when PostgreSQL or psycopg is not installed.
+    """
+    from _support import skip_or_fail
+    from _support.postgres import postgres_bin, start_server
+
+    if postgres_bin() is None:
+        skip_or_fail("PostgreSQL is not installed (apt-get install postgresql)")
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        skip_or_fail("psycopg is not installed (pip install -e '.[postgres]')")
+    server = start_server()
+    try:
+        yield server
+    finally:
+        server.destroy()
+
+
+@pytest.fixture
+def pg_url(pg_server: Any, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> str:
+    """A fresh database in ``pg_server`` for this test; PGPASSWORD set to log in to it."""
+    import re
+    import uuid
+
+    name = re.sub(r"[^a-z0-9_]", "_", request.node.name.lower())[:40] + "_" + uuid.uuid4().hex[:8]
+    for key, value in pg_server.env().items():
+        monkeypatch.setenv(key, value)
+    return pg_server.create_database(name)

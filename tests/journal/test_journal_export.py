@@ -96,6 +96,8 @@ def test_otlp_structure_and_genai_attributes() -> None:
         "gen_ai.security.decision.reason": "tests are fine",
         "langfuse.observation.type": "guardrail",
         "keel.decision": "allow",
+        "keel.decision.rule": "preset.developer.allow",
+        "keel.decision.reason": "tests are fine",
         "keel.decision.subject": "pytest -q",
         "keel.journal.seq": 3,
     }

@@ -20,6 +20,8 @@ EXAMPLES = REPO / "examples"
 README = EXAMPLES / "README.md"
 JUDGE = "judge"
 """examples/judge: the judge's labelled set, not a plan (tests/judge run it)."""
+EVAL = "eval"
+"""examples/eval: keel eval's suite, not a plan (tests/eval run it)."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ CASES = [(name, o) for name, outcomes in OUTCOMES.items() for o in outcomes]
 
 
 def example_dirs() -> list[Path]:
-    return sorted(p for p in EXAMPLES.iterdir() if p.is_dir() and p.name != JUDGE)
+    return sorted(p for p in EXAMPLES.iterdir() if p.is_dir() and p.name not in (JUDGE, EVAL))
 
 
 def test_every_example_has_documented_outcomes() -> None:
@@ -94,7 +96,7 @@ def test_every_file_in_examples_is_a_plan_a_workspace_or_docs() -> None:
         rel = path.relative_to(EXAMPLES).parts
         assert (
             rel == ("README.md",)
-            or rel[0] == JUDGE
+            or rel[0] in (JUDGE, EVAL)
             or (len(rel) == 2 and rel[1] in ("plan.json", "answers.json"))
             or (len(rel) > 2 and rel[1] == "workspace")
         ), path

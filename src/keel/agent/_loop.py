@@ -46,6 +46,8 @@ ALLOWED: dict[str, str] = {
     "implement": "all tools",
     "verify": "none (keel is running the gates)",
 }
+FILE_TOOLS = READ_TOOLS | WRITE_TOOLS | {"run"}
+"""The tools ``carry_out`` carries out: files and commands."""
 
 
 @dataclass(slots=True)
@@ -242,7 +244,7 @@ class Agent:
         decision = self.guard.decide(call)
         self._show(model_call.name, args, decision)
         if not decision.allowed:
-            self._add(turn, model_call, args, _denied(decision))
+            self._add(turn, model_call, args, denied_text(decision))
             if decision.rule.startswith("monitor."):
                 self.progress.guidance = decision.reason
                 self.state.guidance.append(decision.reason)
@@ -267,9 +269,7 @@ class Agent:
         for phase, why in self._then:
             self._move(phase, why)
         self._then.clear()
-        text = self._limited(outcome.output)
-        if guidance is not None:
-            text += f"\nkeel guidance ({guidance.level}): {guidance.message}\n"
+        text = with_guidance(self._limited(outcome.output), guidance)
         self._add(turn, model_call, args, text)
         self._after_guidance(guidance)
 
@@ -277,16 +277,14 @@ class Agent:
         self, turn: Turn, index: int, call: ModelToolCall, args: dict[str, Any], use_id: str
     ) -> tools.Outcome | None:
         name = call.name
-        if name in READ_TOOLS or name == "run":
-            return self._read_or_run(name, args)
-        if name in WRITE_TOOLS:
-            if self.phases.phase in ("understand", "plan"):  # require_plan = false
-                self._move("implement", f"{name} without a plan ([agent] require_plan = false)")
-            if name == "write_file":
-                return tools.write_file(self.root, args)
-            return tools.apply_patch(
-                self.root, args, self.guard.policy, self.guard.journal, self.session_id, use_id
-            )
+        if name in WRITE_TOOLS and self.phases.phase in ("understand", "plan"):
+            # require_plan = false
+            self._move("implement", f"{name} without a plan ([agent] require_plan = false)")
+        if name in FILE_TOOLS:
+            return carry_out(
+                self.root, self.guard, name, args,
+                use_id=use_id, timeout=self.timeout, prefix=self.command_prefix,
+            )  # fmt: skip
         if name == "run_plan":
             return self._plan(args)
         if name == "ask_user":
@@ -294,35 +292,7 @@ class Agent:
         return self._finish(str(args.get("summary") or ""))
 
     def _as_ran(self, call: ToolCall) -> ToolCall:
-        """``call`` as it ran: a contained command as its ``keel exec`` line.
-
-        The guard takes a shell command reported as written, where it must be contained, for
-        a client that ignored the rewrite, and denies every later one; keel's own agent
-        contains its commands itself (``tools.run_command``), so it reports the line it ran.
-        """
-        if call.kind != "exec" or not call.command or not self.guard.rewrite:
-            return call
-        from keel.sandbox.exec.line import encode
-
-        line = encode(str(self.root), call.command, timeout=self.timeout)
-        return call.replace(command=line)
-
-    def _read_or_run(self, name: str, args: dict[str, Any]) -> tools.Outcome:
-        match name:
-            case "read_file":
-                return tools.read_file(self.root, args)
-            case "search":
-                return tools.search(self.root, args, self.timeout)
-            case "list_files":
-                return tools.list_files(self.root, args)
-            case _:
-                return tools.run_command(
-                    self.root,
-                    str(args["command"]),
-                    timeout=self.timeout,
-                    contained=self.guard.contain,
-                    prefix=self.command_prefix,
-                )
+        return ran_as(self.root, self.guard, call, self.timeout)
 
     # -- plans, questions and finishing ---------------------------------------------------------
 
@@ -485,12 +455,7 @@ class Agent:
         self.view.update(self.progress)
 
     def _limited(self, text: str) -> str:
-        limit = self.config.agent.tool_output_chars
-        if len(text) <= limit:
-            return text
-        head = text[: limit * 2 // 3]
-        tail = text[-(limit // 3) :]
-        return f"{head}\n… ({len(text) - len(head) - len(tail)} characters left out) …\n{tail}"
+        return clipped(text, self.config.agent.tool_output_chars)
 
     def _constraints(self) -> str:
         return self.guard.session_context()
@@ -535,11 +500,81 @@ def answered(text: str) -> str:
     return f"The user answered: {text}\n"
 
 
-def _denied(decision: Decision) -> str:
+def denied_text(decision: Decision) -> str:
+    """What the agent is told when ``decision`` did not allow its call: rule, reason, suggestion."""
     text = f"keel denied this call [{decision.rule}]: {decision.reason}\n"
     if decision.suggestion:
         text += f"What to do: {decision.suggestion}\n"
     return text
+
+
+def with_guidance(text: str, guidance: Guidance | None) -> str:
+    """A tool's output with the monitor's guidance after it, as the agent gets it."""
+    if guidance is None:
+        return text
+    return text + f"\nkeel guidance ({guidance.level}): {guidance.message}\n"
+
+
+def clipped(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters: its head and its tail, the cut said."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit * 2 // 3]
+    tail = text[-(limit // 3) :]
+    return f"{head}\n… ({len(text) - len(head) - len(tail)} characters left out) …\n{tail}"
+
+
+def carry_out(
+    root: Path,
+    guard: Guard,
+    name: str,
+    args: dict[str, Any],
+    *,
+    use_id: str,
+    timeout: float,
+    prefix: tuple[str, ...] = (),
+) -> tools.Outcome:
+    """Carry out a call of a ``FILE_TOOLS`` tool that ``guard`` allowed.
+
+    ``keel run`` and ``keel mcp`` both call this after ``Guard.decide``: a command runs inside
+    ``keel exec`` when the guard contains commands (``ran_as`` is the call to report to
+    ``Guard.observe``), a patch is judged file by file by the guard's policy and journaled.
+    """
+    match name:
+        case "read_file":
+            return tools.read_file(root, args)
+        case "search":
+            return tools.search(root, args, timeout)
+        case "list_files":
+            return tools.list_files(root, args)
+        case "run":
+            command = str(args["command"])
+            return tools.run_command(
+                root, command, timeout=timeout, contained=guard.contain, prefix=prefix
+            )
+        case "write_file":
+            return tools.write_file(root, args)
+        case "apply_patch":
+            return tools.apply_patch(
+                root, args, guard.policy, guard.journal, guard.session_id, use_id
+            )
+        case _:
+            raise ValueError(f"{name!r} is not one of {', '.join(sorted(FILE_TOOLS))}")
+
+
+def ran_as(root: Path, guard: Guard, call: ToolCall, timeout: float) -> ToolCall:
+    """``call`` as ``carry_out`` ran it: a contained command as its ``keel exec`` line.
+
+    The guard takes a shell command reported as written, where it must be contained, for
+    a client that ignored the rewrite, and denies every later one; keel contains the commands
+    of its own tools itself (``tools.run_command``), so it reports the line it ran.
+    """
+    if call.kind != "exec" or not call.command or not guard.rewrite:
+        return call
+    from keel.sandbox.exec.line import encode
+
+    line = encode(str(root), call.command, timeout=timeout)
+    return call.replace(command=line)
 
 
 def journal_event(guard: Guard, kind: Any, data: dict[str, Any]) -> None:

@@ -5,6 +5,8 @@ workspace (so ``keel rollback --session ID`` undoes it all) and a ``session.star
 (the task, the model, the step limit); every phase change is a ``plan`` event
 ``agent.phase``; it ends with ``session.end``: ``agent.end`` with the outcome, or
 ``agent.suspended`` with everything ``--resume`` needs when it waits for the user's answer.
+With ``[export] otlp_endpoint`` set, the run's events are pushed as OpenTelemetry spans while it
+runs (``keel.journal.push``: read back from the journal on a thread of its own).
 """
 
 from __future__ import annotations
@@ -21,9 +23,12 @@ from keel.config import KeelConfig, config_for
 from keel.core.errors import UsageError
 from keel.core.events import DataPayload
 from keel.guard import Guard
+from keel.journal.push import LivePush, push_session
 from keel.models import Model, client_for, open_model
 
 START_LABEL = "keel run: start"
+PUSH_POLL = 1.0
+"""Seconds between two looks of the live push (``[export]``) for the run's new events."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +121,16 @@ def open_guard(
     )  # fmt: skip
 
 
+def live_push(root: Path, config: KeelConfig, session_id: str) -> LivePush | None:
+    """The run's traces pushed while it runs (``[export] otlp_endpoint``); None: not set.
+
+    Off the loop's path: a thread reads the journaled events every ``PUSH_POLL`` seconds and
+    the SDK's batch thread sends them; ``close()`` sends the rest when the run ends. A failure
+    is journaled, never raised.
+    """
+    return push_session(root, config.export, session_id, poll=PUSH_POLL)
+
+
 def new_session_id() -> str:
     """A fresh run session id."""
     return f"run-{uuid.uuid4().hex[:12]}"
@@ -140,6 +155,7 @@ def start(
         options.model, config.model, base_url=options.base_url, workspace=root
     )
     guard = open_guard(root, config, session, phases, options.judge_model)
+    push = live_push(root, config, session)
     try:
         guard.checkpointer().create(session_id=session, label=START_LABEL)
         guard.note(
@@ -168,6 +184,8 @@ def start(
         return _finish(root, agent, agent.run())
     finally:
         guard.close()
+        if push is not None:
+            push.close()
 
 
 def resume(root: Path, session_id: str, answer: str, options: RunOptions) -> RunResult:
@@ -191,6 +209,7 @@ def resume(root: Path, session_id: str, answer: str, options: RunOptions) -> Run
         workspace=root,
     )
     guard = open_guard(root, config, session_id, phases, options.judge_model)
+    push = live_push(root, config, session_id)
     try:
         guard.note("session.start", {"event": "agent.resume"})
         client = client_for(model, config.model, session_id=session_id, journal=guard.journal)
@@ -209,6 +228,8 @@ def resume(root: Path, session_id: str, answer: str, options: RunOptions) -> Run
         return _finish(root, agent, agent.run())
     finally:
         guard.close()
+        if push is not None:
+            push.close()
 
 
 def suspended(root: Path, session_id: str) -> tuple[dict[str, Any], dict[str, Any]]:

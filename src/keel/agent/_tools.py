@@ -109,13 +109,15 @@ def parse_arguments(text: str) -> dict[str, Any]:
     return value
 
 
-def argument_problem(tool: str, args: Mapping[str, Any]) -> str | None:
-    """What is wrong with ``args`` for ``tool`` (by its schema), or None."""
+def argument_problem(
+    tool: str, args: Mapping[str, Any], schemas: Mapping[str, Mapping[str, Any]] = SCHEMAS
+) -> str | None:
+    """What is wrong with ``args`` for ``tool`` (by its schema in ``schemas``), or None."""
     if INVALID_JSON in args:
         return f"{tool}: {args[INVALID_JSON]}"
-    schema = SCHEMAS.get(tool)
+    schema = schemas.get(tool)
     if schema is None:
-        return f"there is no tool {tool!r}; the tools are {', '.join(SCHEMAS)}"
+        return f"there is no tool {tool!r}; the tools are {', '.join(schemas)}"
     props: Mapping[str, Any] = schema["properties"]
     for name in schema["required"]:
         if name not in args:
@@ -143,9 +145,18 @@ def _fits(spec: Mapping[str, Any], value: Any) -> bool:
 
 
 def to_call(
-    name: str, args: Mapping[str, Any], *, tool_use_id: str, session_id: str, cwd: str
+    name: str,
+    args: Mapping[str, Any],
+    *,
+    tool_use_id: str,
+    session_id: str,
+    cwd: str,
+    agent: str = "keel",
 ) -> ToolCall:
-    """The canonical call for a tool call of the model (arguments already parsed)."""
+    """The canonical call for a tool call of the model (arguments already parsed).
+
+    ``agent`` names who made it: ``keel`` (``keel run``), ``mcp`` (``keel mcp``'s clients).
+    """
     kind: ToolKind = "other"
     paths: tuple[str, ...] = ()
     command = patch = None
@@ -170,7 +181,7 @@ def to_call(
         args=text,
         tool_use_id=tool_use_id,
         session_id=session_id,
-        agent="keel",
+        agent=agent,
         cwd=cwd,
         patch=patch,
     )

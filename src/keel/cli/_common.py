@@ -295,9 +295,9 @@ def read_only_journal(root: Path) -> Iterator[Journal]:
 
     Reading never creates, migrates or recovers anything: a broken journal stays as it is.
     """
-    from keel.journal import MemoryJournal, journal_path, read_journal
+    from keel.journal import MemoryJournal, has_journal, read_journal
 
-    if not journal_path(root).exists():
+    if not has_journal(root):
         yield MemoryJournal()
         return
     with read_journal(root) as journal:

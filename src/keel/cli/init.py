@@ -43,6 +43,7 @@ def register(app: typer.Typer) -> None:
             "keel init --agent claude --shared     # .claude/settings.json, for the team",
             "keel init --agent codex --trust       # also trust the project in ~/.codex",
             "keel init --agent gemini --remove",
+            "keel init --agent claude --mcp        # also keel's guarded tools (keel mcp)",
             "keel init --agent claude --json      # what was written, as one JSON object",
         ),
     )(init)
@@ -102,6 +103,14 @@ def init(
             help="With --agent: carry the client's own permission rules into a new keel.toml.",
         ),
     ] = True,
+    mcp: Annotated[
+        bool,
+        typer.Option(
+            "--mcp",
+            help="With --agent claude: also register keel's guarded tools as an MCP server "
+            "(`keel mcp`, tools mcp__keel__*) in .mcp.json, per-user (kept out of git).",
+        ),
+    ] = False,
     workspace: WorkspaceOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -125,7 +134,7 @@ def init(
         for glob in globs or []:
             if utf8_text(glob) != glob:
                 raise UsageError(f"--scope {utf8_text(glob)!r} is not valid UTF-8")
-        _check_options(agent, remove=remove, local=local, trust=trust, shared=shared)
+        _check_options(agent, remove=remove, local=local, trust=trust, shared=shared, mcp=mcp)
         if remove:
             _remove(out, root, str(agent))
             _finish(out, root, agent)
@@ -163,6 +172,8 @@ def init(
             _report_rules(out, rules, str(agent), written=result.wrote_config)
         if agent:
             _install(out, root, agent, shared=shared)
+        if mcp:
+            _install_mcp(out, root)
         _register(out, root, agent)
         if agent == "codex":
             _codex_trust(out, root, trust)
@@ -179,10 +190,15 @@ def _finish(out: _Report, root: Path, agent: str | None) -> None:
 
 
 def _check_options(
-    agent: str | None, *, remove: bool, local: bool, trust: bool, shared: bool
+    agent: str | None, *, remove: bool, local: bool, trust: bool, shared: bool, mcp: bool = False
 ) -> None:
     from keel.hook.protocol import AGENTS
 
+    if mcp and (agent != "claude" or remove):
+        raise UsageError(
+            "--mcp needs --agent claude (--remove takes keel's MCP server out too)",
+            code="usage.mcp",
+        )
     if agent is not None and agent not in AGENTS:
         raise UsageError(f"unknown agent {agent!r}; choose one of {', '.join(AGENTS)}")
     if remove and not agent:
@@ -250,6 +266,41 @@ def _install(out: _Report, root: Path, agent: str, *, shared: bool) -> None:
         out.warn(f"warning: could not list {rel} in .git/info/exclude: keep it out of commits")
 
 
+def _install_mcp(out: _Report, root: Path) -> None:
+    """Register ``keel mcp`` in .mcp.json; say whether keel's hooks let its tools through."""
+    from keel.hook import gitexclude
+    from keel.hook.install import MCP_CONFIG, install_mcp
+
+    path = install_mcp(root)
+    out.data["mcp"] = {"config": str(path), "server": "keel"}
+    out.say(
+        f"registered keel's guarded tools for Claude Code in {path} (MCP server `keel`: "
+        "mcp__keel__run, mcp__keel__read_file, ...; per-user: this machine's keel)"
+    )
+    repo = gitexclude.repository(root)
+    if repo is not None and gitexclude.tracked(repo, path):
+        out.warn(
+            f"WARNING: git tracks {MCP_CONFIG}: keel's entry names this machine's keel; keep "
+            "that change out of your commits"
+        )
+    if not _policy_allows(root, "mcp__keel__run"):
+        out.say(
+            "keel's hooks ask before each mcp__keel__* call (keel.toml does not allow them); "
+            'the server guards every call itself: add "mcp__keel__*" to [policy] allow in '
+            "keel.toml to let them through"
+        )
+
+
+def _policy_allows(root: Path, tool: str) -> bool:
+    """Whether the workspace's policy allows the MCP tool ``tool`` by name (the hooks' view)."""
+    from keel.config import config_for
+    from keel.core.calls import ToolCall
+    from keel.policy import Policy
+
+    policy = Policy.from_config(config_for(root), str(root), contained=False)
+    return policy.check_call(ToolCall(tool, "mcp", agent="claude", cwd=str(root))).allowed
+
+
 def _warn_without_keel(out: _Report, root: Path) -> None:
     """Warn when no ``keel`` is on PATH for the shared command (its own rule: not the project's)."""
     import os
@@ -275,6 +326,13 @@ def _remove(out: _Report, root: Path, agent: str) -> None:
     out.data["removed"] = [str(p) for p in removed]
     for path in removed:
         out.say(f"removed keel's {agent} hooks from {path}")
+    if agent == "claude":
+        from keel.hook.install import remove_mcp
+
+        mcp_file = remove_mcp(root)
+        if mcp_file is not None:
+            out.data["removed_mcp"] = str(mcp_file)
+            out.say(f"removed keel's MCP server from {mcp_file}")
     if exclude is not None and not listed(*exclude):
         out.data["removed_exclude"] = {"file": str(exclude[0]), "line": exclude[1]}
         out.say(f"removed {exclude[1]} from {exclude[0]}")

@@ -74,7 +74,10 @@ def register(app: typer.Typer) -> None:
 
 
 def install(
-    extra: Annotated[str, typer.Argument(help="openai, anthropic, local or sandbox.")],
+    extra: Annotated[
+        str,
+        typer.Argument(help="openai, anthropic, local, sandbox, otel, postgres, mcp, ui or ray."),
+    ],
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the commands; run nothing.")
     ] = False,

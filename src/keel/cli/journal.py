@@ -1,4 +1,4 @@
-"""Journal commands: ``keel log``, ``keel show``, ``keel verify``, ``keel export``.
+"""Journal commands: ``keel log``, ``show``, ``verify``, ``export`` and ``journal migrate``.
 
 ``--json`` prints one object: ``log`` ``{"sessions": [...]}`` when it lists sessions, else
 ``{"session": {...} | null, "events": [...]}`` (as ``show``); ``verify`` the report
@@ -22,6 +22,7 @@ import typer
 
 from keel.cli._common import (
     DECISION_COLORS,
+    HELP_OPTIONS,
     JsonOpt,
     WorkspaceOpt,
     color_enabled,
@@ -37,7 +38,7 @@ from keel.cli._common import (
 )
 from keel.core.errors import JournalError, KeelError, UsageError, UserError
 from keel.core.events import Event
-from keel.journal import acknowledge_journal, journal_path, verify_journal
+from keel.journal import acknowledge_journal, journal_location, verify_journal
 
 T = TypeVar("T")
 
@@ -120,7 +121,7 @@ def _log(
             if as_json:
                 print_json({"sessions": [s.to_dict() for s in sessions]})
             elif not sessions:
-                what = "since then" if since is not None else f"yet ({journal_path(root)})"
+                what = "since then" if since is not None else f"yet ({journal_location(root)})"
                 typer.echo(f"nothing in the journal {what}")
             else:
                 typer.echo(render_sessions(sessions), nl=False)
@@ -297,8 +298,115 @@ def _export(
     typer.echo(f"wrote {count} events to {output}", err=True)
 
 
+def _send(root: Path, url: str, session: str | None, include_arguments: bool) -> None:
+    """``keel export --otlp URL``: the sessions' spans to an OTLP/HTTP receiver, now."""
+    from keel.core.schema import otlp_endpoint
+    from keel.journal.otlp import OtlpTarget, send_events
+    from keel.journal.timeline import resolve_session
+
+    try:
+        endpoint = str(otlp_endpoint(url, "--otlp"))
+    except ValueError as exc:
+        raise UsageError(f"--otlp: {exc}", code="usage.otlp") from exc
+    from keel.core.configview import config_view
+
+    timeout = config_view(root).export.timeout_seconds
+    target = OtlpTarget.resolve(
+        endpoint, os.environ, timeout=timeout, include_arguments=include_arguments
+    )
+    with read_only_journal(root) as journal:
+        session_id = resolve_session(journal, session).session_id if session is not None else None
+        report = send_events(journal.events(session_id=session_id), target)
+    for failure in report.failures:
+        typer.echo(f"keel export: not sent: {failure}", err=True)
+    if report.failures:
+        raise typer.Exit(1)
+    typer.echo(f"sent {report.spans} spans of {report.sessions} session(s) to {target.shown()}")
+
+
+def _migrate(
+    root: Path, url: str, name: str | None, as_json: bool, timeout: float | None = None
+) -> None:
+    from keel.journal import migrate_journal
+
+    report = migrate_journal(root, url, workspace=name, timeout=timeout)
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        typer.echo(f"copied {report.events} events (seq 1..{report.last_seq}) to {report.target}")
+        if report.source_problems:
+            typer.echo(
+                f"the SQLite journal had {len(report.source_problems)} problem(s) before the "
+                "copy (`keel verify` lists them): the copy keeps them as evidence",
+                err=True,
+            )
+        for problem in report.target_problems:
+            typer.echo(f"seq {problem.seq}: {problem.code}: {problem.message}")
+        if report.ok:
+            typer.echo(f"the copy verifies; {report.source} was left as it was")
+            typer.echo(
+                f'to use it, in keel.toml: [journal] url = "{url}"'
+                + ("" if name is None else f', workspace = "{name}"'),
+                err=True,
+            )
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _register_storage(app: typer.Typer) -> None:
+    """``keel journal migrate``: the journal's storage."""
+    sub = typer.Typer(
+        name="journal",
+        help="The journal's storage: copy a workspace's SQLite journal into PostgreSQL.",
+        no_args_is_help=True,
+        context_settings=HELP_OPTIONS,
+    )
+
+    @sub.command(
+        "migrate",
+        epilog=examples(
+            "PGPASSWORD=... keel journal migrate --to postgresql://keel@db.internal:5432/keel",
+            "keel journal migrate --to postgresql://keel@127.0.0.1/keel --name acme-api --json",
+        ),
+    )
+    def migrate_cmd(
+        ctx: typer.Context,
+        to: Annotated[
+            str,
+            typer.Option(
+                "--to",
+                help="postgresql://USER@HOST:PORT/DATABASE; the password comes from "
+                "PGPASSWORD (or [journal] password_env), never from the URL.",
+            ),
+        ],
+        name: Annotated[
+            str | None,
+            typer.Option(
+                "--name",
+                help="The workspace's name in the database (default: [journal] workspace, "
+                "else HOST:/real/path).",
+            ),
+        ] = None,
+        as_json: JsonOpt = False,
+        workspace: WorkspaceOpt = None,
+    ) -> None:
+        """Copy this workspace's SQLite journal, its keyed chain as it is, into PostgreSQL.
+
+        The events keep their seq and hashes, with the request outcomes and session states,
+        in one transaction into a workspace of the database that holds no events yet; the
+        copy is then verified (exit 1 if it does not verify). .keel/journal.db is only read.
+        """
+        try:
+            _migrate(workspace_root(ctx, workspace), to, name, as_json)
+        except KeelError as err:
+            fail(err, as_json=as_json)
+
+    app.add_typer(sub, name="journal")
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``log``, ``show``, ``verify`` and ``export`` to ``app``."""
+    """Add ``log``, ``show``, ``verify``, ``export`` and ``journal migrate`` to ``app``."""
+    _register_storage(app)
 
     @app.command(
         "log",
@@ -422,10 +530,17 @@ def register(app: typer.Typer) -> None:
         epilog=examples(
             "keel export > journal.jsonl",
             "keel export --format otlp-json --session 3f2a -o trace.json",
+            "keel export --otlp http://127.0.0.1:4318/v1/traces 3f2a",
         ),
     )
     def export_cmd(
         ctx: typer.Context,
+        session_arg: Annotated[
+            str | None,
+            typer.Argument(
+                metavar="[SESSION]", help="The session (as --session); default: every one."
+            ),
+        ] = None,
         fmt: Annotated[
             Literal["jsonl", "otlp-json"],
             typer.Option("--format", "-f", help="jsonl (one event a line) or otlp-json."),
@@ -437,13 +552,35 @@ def register(app: typer.Typer) -> None:
         include_arguments: Annotated[
             bool,
             typer.Option(
-                "--include-arguments", help="otlp-json: add tool arguments (may hold secrets)."
+                "--include-arguments",
+                help="otlp-json and --otlp: add tool arguments (may hold secrets).",
             ),
         ] = False,
+        otlp: Annotated[
+            str | None,
+            typer.Option(
+                "--otlp",
+                metavar="URL",
+                help="Send the spans to this OTLP/HTTP traces URL instead (keel install otel; "
+                "headers from OTEL_EXPORTER_OTLP_HEADERS).",
+            ),
+        ] = None,
         workspace: WorkspaceOpt = None,
     ) -> None:
-        """Export journal events as JSON Lines or OpenTelemetry OTLP/JSON traces."""
+        """Export journal events as JSON Lines or OpenTelemetry OTLP/JSON traces, or send
+        them to an OpenTelemetry backend (--otlp)."""
         try:
-            _export(workspace_root(ctx, workspace), fmt, session, output, include_arguments)
+            if session_arg is not None and session is not None and session_arg != session:
+                raise UsageError(
+                    "name the session once: SESSION or --session", code="usage.session"
+                )
+            session = session if session is not None else session_arg
+            root = workspace_root(ctx, workspace)
+            if otlp is not None:
+                if output is not None:
+                    raise UsageError("--otlp sends the spans: no --output", code="usage.otlp")
+                _send(root, otlp, session, include_arguments)
+                return
+            _export(root, fmt, session, output, include_arguments)
         except KeelError as err:
             fail(err)

@@ -11,7 +11,9 @@ Sections:
 - ``[model]``: the model keel talks to, and each session's budget of calls, tokens and dollars;
 - ``[agent]``: keel's own agent (``keel run``): phases, limits and the prompt's size;
 - ``[judge]``: the model evaluator (``keel.judge``): its model, when it runs, its threshold,
-  categories and budget.
+  categories and budget;
+- ``[export]``: where ``keel hookd`` and ``keel run`` push OpenTelemetry traces;
+- ``[journal]``: where the journal lives (a PostgreSQL database shared by a team).
 
 Each section is a frozen value class declared here, once, with plain annotations and
 ``setting()`` (default, bounds, a check); pyright reads the classes as dataclasses. This
@@ -626,6 +628,92 @@ class JudgeConfig(Section):
     """The wall-clock limit of one judge call."""
 
 
+def otlp_endpoint(value: str | None, field: str) -> str | None:
+    """An OTLP/HTTP traces URL: ``http(s)://host[:port]/path``, with no user or password.
+
+    Credentials go in ``OTEL_EXPORTER_OTLP_HEADERS``, never in keel.toml.
+    """
+    if not value:
+        return None
+    text = value.strip()
+    scheme, sep, rest = text.partition("://")
+    netloc = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    if "@" in netloc:
+        raise ValueError("keep credentials out of keel.toml: set OTEL_EXPORTER_OTLP_HEADERS")
+    host, colon, port = netloc.rpartition(":") if not netloc.endswith("]") else (netloc, "", "")
+    host = host if colon else netloc
+    if (
+        not sep
+        or scheme.lower() not in ("http", "https")
+        or not host.strip("[]")
+        or (colon and not (port.isdigit() and 0 < int(port) < 65536))
+    ):
+        raise ValueError(f"{value!r} is not an OTLP/HTTP endpoint: use http(s)://HOST:PORT/PATH")
+    return text
+
+
+class ExportConfig(Section):
+    """``[export]``: pushing traces to an OpenTelemetry backend (``keel-guard[otel]``)."""
+
+    otlp_endpoint: str | None = setting(default=None, check=otlp_endpoint)
+    """The OTLP/HTTP traces URL, e.g. ``http://127.0.0.1:4318/v1/traces``; unset, nothing is
+    pushed. Headers (an API key) come from ``OTEL_EXPORTER_OTLP_TRACES_HEADERS`` or
+    ``OTEL_EXPORTER_OTLP_HEADERS`` in the environment, never from this file."""
+    include_arguments: bool = False
+    """Add each tool call's arguments to its span (they may hold secrets)."""
+    timeout_seconds: float = setting(default=10, gt=0, le=300)
+    """How long one batch may take to send, retries included; then it is dropped and the
+    failure journaled."""
+
+
+def journal_url(value: str | None, field: str) -> str | None:
+    """A PostgreSQL URL, ``postgresql://USER@HOST:PORT/DATABASE``, with no password in it.
+
+    The password comes from the environment (``PGPASSWORD``, or the variable that
+    ``password_env`` names), never from keel.toml, which is reviewed and committed like code.
+    """
+    if not value:
+        return None
+    text = value.strip()
+    scheme, sep, rest = text.partition("://")
+    rest, _, query = rest.partition("?")
+    netloc, slash, database = rest.partition("/")
+    userinfo, at, hostport = netloc.rpartition("@")
+    params = {p.partition("=")[0].strip().lower() for p in query.split("&")}
+    if (at and ":" in userinfo) or "password" in params:
+        raise ValueError(
+            "keep the password out of keel.toml: set PGPASSWORD, or name the variable "
+            "holding it in [journal] password_env"
+        )
+    port = hostport.rpartition("]")[2].rpartition(":")[2] if ":" in hostport else ""
+    if (
+        not sep
+        or scheme not in ("postgresql", "postgres")
+        or not slash
+        or not database.strip("/")
+        or (port and not (port.isdigit() and 0 < int(port) < 65536))
+    ):
+        raise ValueError(
+            f"{value!r} is not a PostgreSQL URL: use postgresql://USER@HOST:PORT/DATABASE"
+        )
+    return text
+
+
+class JournalConfig(Section):
+    """``[journal]``: where the journal lives; unset, ``.keel/journal.db`` (SQLite)."""
+
+    url: str | None = setting(default=None, check=journal_url)
+    """A PostgreSQL database shared by a team, ``postgresql://USER@HOST:PORT/DATABASE``
+    (``keel-guard[postgres]``); the password never goes here."""
+    password_env: str | None = setting(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+    """The environment variable holding the database password (default: libpq's own
+    ``PGPASSWORD``)."""
+    workspace: str | None = setting(default=None, pattern=r"^[^\x00-\x1f\x7f]{1,200}$")
+    """This workspace's name in the database: one chain per name. Default
+    ``HOST:/real/path``; give every checkout of a repository the same name to have them
+    append to one chain."""
+
+
 class KeelConfig(Section):
     """The whole of keel.toml."""
 
@@ -640,6 +728,8 @@ class KeelConfig(Section):
     model: ModelConfig = setting(default_factory=ModelConfig)
     agent: AgentConfig = setting(default_factory=AgentConfig)
     judge: JudgeConfig = setting(default_factory=JudgeConfig)
+    export: ExportConfig = setting(default_factory=ExportConfig)
+    journal: JournalConfig = setting(default_factory=JournalConfig)
 
     @classmethod
     def for_preset(cls, preset: PresetName) -> KeelConfig:

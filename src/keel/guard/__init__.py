@@ -199,7 +199,7 @@ class Guard:
             from keel.journal import open_journal
 
             timeout = None if wait_until is None else max(wait_until - time.monotonic(), 0.01)
-            guard.journal = open_journal(root, timeout=timeout)
+            guard.journal = open_journal(root, timeout=timeout, settings=config.journal)
         elif journal is not False:
             guard.journal, guard.owns_journal = journal, False
         guard.reload_state()

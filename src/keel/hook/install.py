@@ -122,6 +122,16 @@ HOOK_PROGRAM = ROOT_PROGRAM + ";from keel.hook.main import main;main()"
 """The program of a per-user hook command: ``python -I -S -c HOOK_PROGRAM ROOT hook EVENT ...``
 (``keel.hook.main.main`` skips the leading ``hook``)."""
 
+MCP_CONFIG = ".mcp.json"
+"""Claude Code's project file of MCP servers, where ``keel init --agent claude --mcp`` registers
+``keel mcp`` (per-user, as the hooks: listed in ``.git/info/exclude``)."""
+MCP_SERVER = "keel"
+"""The server's name there: its tools reach the model as ``mcp__keel__run`` and so on."""
+MCP_PROGRAM = ROOT_PROGRAM + ";from keel.cli._entry import main;sys.exit(main())"
+"""The program of the registered ``keel mcp``: ``python -I -c MCP_PROGRAM ROOT mcp``."""
+_MCP_RECORD = "claude-mcp"
+"""The key of the MCP registration in ``.keel/installed-hooks.json``."""
+
 HOOKS: dict[Agent, tuple[tuple[str, str | None], ...]] = {
     "claude": (
         ("PreToolUse", "*"),
@@ -437,6 +447,89 @@ def remove_hooks(root: Path, agent: str) -> list[Path]:
     ]
 
 
+def mcp_server_entry() -> dict[str, Any]:
+    """The ``mcpServers.keel`` entry: ``keel mcp`` started as the per-user hooks start keel.
+
+    ``python -I -c MCP_PROGRAM ROOT mcp``: this interpreter by its least versioned name and
+    keel's import root with ``python{X.Y}`` (a reinstall keeps both, ``default_keel_command``),
+    isolated (``-I``): Claude Code starts it in the project, where the agent writes, and
+    nothing there is imported. Unlike the hook, ``site`` is loaded: the MCP SDK is in
+    site-packages. It serves the workspace it is started in (``keel mcp`` finds its root).
+    """
+    from keel.core.isolated import LAUNCHER
+
+    root = os.path.dirname(os.path.dirname(LAUNCHER))
+    args = ["-I", "-c", MCP_PROGRAM, root_template(root), "mcp"]
+    return {"type": "stdio", "command": stable_interpreter(), "args": args}
+
+
+def install_mcp(root: Path) -> Path:
+    """Register ``keel mcp`` for Claude Code in ``root``'s ``.mcp.json``; the file written.
+
+    Other servers and settings stay as they are; a ``keel`` server there is replaced. The
+    file is listed in the repository's ``.git/info/exclude`` (it names this machine's keel),
+    and what keel created is remembered so that ``remove_mcp`` takes out exactly that.
+
+    Raises:
+        ConfigError: ``.mcp.json`` exists but is not a JSON object (it is left alone).
+    """
+    path = root / MCP_CONFIG
+    created = _created_paths(root, path)
+    data = _load(path)
+    servers = data.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise ConfigError(f"{path}: 'mcpServers' must be an object", code="config.hooks")
+    servers[MCP_SERVER] = mcp_server_entry()
+    _write(path, data)
+    before = _recorded_exclude(root, _MCP_RECORD)
+    exclude = _keep_out_of_git(root, path, before)
+    _remember(root, _MCP_RECORD, created, exclude)
+    return path
+
+
+def registered_mcp(root: Path) -> dict[str, Any] | None:
+    """The ``mcpServers`` entry of ``keel mcp`` in ``root``'s ``.mcp.json``, or None.
+
+    Raises:
+        ConfigError: ``.mcp.json`` is not a JSON object.
+    """
+    servers = _load(root / MCP_CONFIG).get("mcpServers")
+    entry = servers.get(MCP_SERVER) if isinstance(servers, dict) else None
+    return entry if _is_keel_mcp(entry) else None
+
+
+def remove_mcp(root: Path) -> Path | None:
+    """Take ``keel mcp`` out of ``root``'s ``.mcp.json``; the file, or None if it was not there.
+
+    A file keel created is deleted once empty; the exclude line keel added goes too.
+
+    Raises:
+        ConfigError: ``.mcp.json`` is not a JSON object (it is left alone).
+    """
+    path = root / MCP_CONFIG
+    exclude = _recorded_exclude(root, _MCP_RECORD)
+    created = _forget(root, _MCP_RECORD)
+    if exclude is not None:
+        _drop_exclude(exclude)
+    if registered_mcp(root) is None:
+        return None
+    data = _load(path)
+    servers = data["mcpServers"]
+    del servers[MCP_SERVER]
+    if not servers:
+        del data["mcpServers"]
+    if not data and MCP_CONFIG in created:
+        path.unlink()
+    else:
+        _write(path, data)
+    return path
+
+
+def _is_keel_mcp(entry: Any) -> bool:
+    args = entry.get("args") if isinstance(entry, dict) else None
+    return isinstance(args, list) and MCP_PROGRAM in args
+
+
 def _strip_file(root: Path, path: Path, agent: Agent, created: set[str]) -> bool:
     """Take ``agent``'s keel hooks out of ``path``; False when it held none.
 
@@ -615,7 +708,7 @@ def _created_before(root: Path, agent: Agent) -> set[str]:
     return {str(c) for c in created}
 
 
-def _recorded_exclude(root: Path, agent: Agent) -> dict[str, str] | None:
+def _recorded_exclude(root: Path, agent: str) -> dict[str, str] | None:
     entry = _read_record(root).get(agent)
     exclude = entry.get("exclude") if isinstance(entry, dict) else None
     if isinstance(exclude, dict) and all(isinstance(exclude.get(k), str) for k in ("file", "line")):
@@ -649,7 +742,7 @@ def _drop_exclude(entry: dict[str, str]) -> None:
         gitexclude.remove(Path(entry["file"]), entry["line"])
 
 
-def _remember(root: Path, agent: Agent, created: list[str], exclude: dict[str, str] | None) -> None:
+def _remember(root: Path, agent: str, created: list[str], exclude: dict[str, str] | None) -> None:
     record = _read_record(root)
     entry = record.setdefault(agent, {"created": []})
     entry["created"] = sorted({*entry.get("created", []), *created})
@@ -660,7 +753,7 @@ def _remember(root: Path, agent: Agent, created: list[str], exclude: dict[str, s
     _write(ensure_state_dir(root) / _RECORD, record)
 
 
-def _forget(root: Path, agent: Agent) -> set[str]:
+def _forget(root: Path, agent: str) -> set[str]:
     record = _read_record(root)
     entry = record.pop(agent, None)
     if entry is not None:

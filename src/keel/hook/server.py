@@ -23,7 +23,9 @@ stop is read afresh on every decision. Every request carries the hook process's 
 the instant it stops waiting: the guard commits nothing after it, and a request the hook process
 re-decided in process is never journaled twice. A relay of another keel version, or any request
 after a loaded keel source file changed, gets ``retry`` (and the daemon exits, so the next call
-starts a current one).
+starts a current one). With ``[export] otlp_endpoint`` set, the sessions it answers are pushed as
+OpenTelemetry traces (``keel.journal.push``): read from the committed journal on a thread of
+their own, woken after each answer is sent, never on a request's path.
 """
 
 from __future__ import annotations
@@ -64,13 +66,16 @@ if TYPE_CHECKING:
 
     from keel.guard import Guard
     from keel.hook.protocol import HookInput
-    from keel.journal import SQLiteJournal
+    from keel.journal import Journal
+    from keel.journal.push import LivePush
 
 DEFAULT_IDLE = 600.0
 POLL = 1.0
 STALE_SUFFIX = ".stale-"
 """What is found at the socket path and is no socket is renamed ``hookd.sock.stale-N``."""
 MAX_GUARDS = 64
+PUSH_POLL = 5.0
+"""Seconds between two looks of the trace push (``[export]``) when no answer woke it."""
 _WORK = threading.Lock()
 
 
@@ -209,7 +214,7 @@ def serve(root: Path, *, idle: float = DEFAULT_IDLE, ready: threading.Event | No
     path = socket_path(root)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     inode = -1
-    state = _State(time.monotonic(), root)
+    state = _State(time.monotonic(), root, push=True)
     proxy = ProxyService(str(root), current=lambda: _current(state))
     try:
         _clear_socket_path(path)
@@ -238,8 +243,25 @@ def serve(root: Path, *, idle: float = DEFAULT_IDLE, ready: threading.Event | No
             if read_record(str(keel_dir)) == (os.getpid(), process_start(os.getpid())):
                 (keel_dir / RECORD_NAME).unlink()
         os.close(lock_fd)
+        if state.push is not None:  # after the lock: a new daemon need not wait for the flush
+            state.push.close()
     proxy.wait()  # commands still running keep their proxy; a new daemon may start meanwhile
     return 0
+
+
+def _live_push(root: Path, guards: _Guards) -> LivePush:
+    """``[export] otlp_endpoint``: the sessions this daemon answers are pushed as traces.
+
+    Read from committed journal events on a thread of its own, woken after each answer (and
+    every ``PUSH_POLL`` seconds, for what hooks decided in process meanwhile); the SDK is
+    imported only once an endpoint is set. Headers come from the environment the daemon
+    started with (each request's is swapped in and out of ``os.environ``); a failure is
+    appended through the daemon's open journal, which opening one would read.
+    """
+    from keel.journal.push import LivePush
+
+    environ = dict(os.environ)
+    return LivePush(root, environ=environ, poll=PUSH_POLL, writer=lambda: guards.journal)
 
 
 def _current(state: _State) -> bool:
@@ -261,12 +283,22 @@ def _write_record(keel_dir: Path) -> None:
 class _State:
     """What the accept loop and the request threads share."""
 
-    def __init__(self, now: float, root: Path, *, inside_sandbox: bool = False) -> None:
+    def __init__(
+        self, now: float, root: Path, *, inside_sandbox: bool = False, push: bool = False
+    ) -> None:
         self.last = now
         self.busy = 0
         self.stop = False
         self.lock = threading.Lock()
-        self.guards = _Guards(root, inside_sandbox=inside_sandbox)
+        self.push: LivePush | None = None
+        """Traces of the sessions answered (``_live_push``); None: not pushed."""
+        self.guards = _Guards(root, inside_sandbox=inside_sandbox, watch=self._watch)
+        if push:
+            self.push = _live_push(root, self.guards)
+
+    def _watch(self, session_id: str) -> None:
+        if self.push is not None:
+            self.push.watch(session_id)
 
     def close(self) -> None:
         self.guards.close()
@@ -275,11 +307,19 @@ class _State:
 class _Guards:
     """One journal connection and one guard per session, kept while they are current."""
 
-    def __init__(self, root: Path, *, inside_sandbox: bool = False) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        inside_sandbox: bool = False,
+        watch: Callable[[str], None] | None = None,
+    ) -> None:
         self.root = root
         self.inside_sandbox = inside_sandbox
-        self.journal: SQLiteJournal | None = None
-        self.journal_inode: int | None = None
+        self.watch = watch
+        """Told each session a guard is asked for (the live push follows those sessions)."""
+        self.journal: Journal | None = None
+        self.journal_stamp: tuple[object, ...] | None = None
         self.guards: dict[tuple[str, str], tuple[tuple[object, ...] | None, Guard]] = {}
         self.judging = SubprocessJudging(root, background=True)
         """The model judge, on threads of this daemon (``[judge] model``): off the hook's path."""
@@ -289,6 +329,8 @@ class _Guards:
         from keel.guard import Guard
 
         journal = self._journal(deadline_at)
+        if self.watch is not None:
+            self.watch(inp.session_id)
         key = (inp.session_id, inp.agent)
         stamp = config_stamp(self.root)
         cached = self.guards.get(key)
@@ -312,20 +354,21 @@ class _Guards:
                 del self.guards[next(iter(self.guards))]
         return guard
 
-    def _journal(self, deadline_at: float) -> SQLiteJournal:
-        """The shared connection, reopened when journal.db was replaced (e.g. moved aside)."""
-        from keel.journal import journal_path, open_journal
+    def _journal(self, deadline_at: float) -> Journal:
+        """The shared connection, reopened when journal.db was replaced or keel.toml changed.
 
-        try:
-            inode: int | None = journal_path(self.root).stat().st_ino
-        except OSError:
-            inode = None
-        if self.journal is None or inode is None or inode != self.journal_inode:
+        journal.db is replaced when it is moved aside; keel.toml's ``[journal]`` may name
+        another database. A lost PostgreSQL connection is reopened by the journal itself.
+        """
+        from keel.journal import journal_stamp, open_journal
+
+        stamp = journal_stamp(self.root)
+        if self.journal is None or stamp != self.journal_stamp:
             self.close()
             self.journal = open_journal(
                 self.root, timeout=max(deadline_at - time.monotonic(), 0.01)
             )
-            self.journal_inode = journal_path(self.root).stat().st_ino
+            self.journal_stamp = journal_stamp(self.root)
         return self.journal
 
     def close(self) -> None:
@@ -432,6 +475,8 @@ def serve_connection(
             if rewrite is not None:
                 fields = rewrite(fields)
             conn.sendall(netstrings(_respond(fields, state)[1:]))  # its MAGIC was the ACK
+            if state.push is not None:
+                state.push.wake()  # after the answer: the push reads what it committed
     except OSError:
         pass
 

@@ -10,8 +10,11 @@ starts with a ``journal.break`` event; a head that could not be recorded is a
 ``journal.head_unrecorded`` event: decisions go on, and ``journal_health`` / ``verify_journal``
 keep saying what happened until the user acknowledges it (``acknowledge_journal``).
 ``Journal`` is the storage seam (a ``typing.Protocol``): ``SQLiteJournal`` implements it for
-real, ``MemoryJournal`` is the in-process test double. Exporters (``keel.journal.export``)
-and the timeline (``keel.journal.timeline``) are imported on demand.
+real, ``PostgresJournal`` (``keel.journal._postgres``, when ``[journal] url`` names a database a
+team shares: one chain per workspace, imported only then) too, ``MemoryJournal`` is the
+in-process test double; ``open_journal`` picks the backend from keel.toml, and
+``migrate_journal`` copies a SQLite journal, chain and all, into PostgreSQL. Exporters
+(``keel.journal.export``) and the timeline (``keel.journal.timeline``) are imported on demand.
 
 This package is on the hook path: standard library only.
 """
@@ -40,14 +43,16 @@ from keel.journal._health import (
 )
 from keel.journal._key import journal_key, key_path, read_key
 from keel.journal._memory import MemoryJournal
-from keel.journal._sqlite import (
-    JOURNAL_FILE,
-    REQUEST_TTL,
-    SQLiteJournal,
-    journal_path,
+from keel.journal._migrate import MigrateReport, migrate_journal
+from keel.journal._open import (
+    has_journal,
+    journal_location,
+    journal_stamp,
+    journal_target,
     open_journal,
     read_journal,
 )
+from keel.journal._sqlite import JOURNAL_FILE, REQUEST_TTL, SQLiteJournal, journal_path
 
 __all__ = [
     "ACK_KIND",
@@ -64,6 +69,7 @@ __all__ = [
     "JournalBreak",
     "JournalHealth",
     "MemoryJournal",
+    "MigrateReport",
     "Problem",
     "ProblemCode",
     "RecordedHead",
@@ -73,11 +79,16 @@ __all__ = [
     "VerifyReport",
     "acknowledge_journal",
     "chain_hash",
+    "has_journal",
     "head_path",
     "journal_health",
     "journal_key",
+    "journal_location",
     "journal_path",
+    "journal_stamp",
+    "journal_target",
     "key_path",
+    "migrate_journal",
     "open_journal",
     "read_head",
     "read_journal",

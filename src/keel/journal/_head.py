@@ -108,6 +108,15 @@ def head_path(root: Path) -> Path:
     return Path(user_state_dir()) / HEADS_DIR / f"{name}.json"
 
 
+def named_head_path(name: str) -> Path:
+    """Where the head of a chain kept elsewhere (a database and a workspace's name) is recorded.
+
+    ``pg:`` in front keeps these names apart from the workspace paths :func:`head_path` hashes.
+    """
+    digest = hashlib.sha256(f"pg:{name}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return Path(user_state_dir()) / HEADS_DIR / f"{digest}.json"
+
+
 def workspace_id(root: Path) -> str | None:
     """The identity a head record is bound to: the inode of the workspace directory.
 
@@ -164,7 +173,7 @@ def _parse(data: bytes) -> tuple[RecordedHead | None, object]:
     return RecordedHead(jid, seq, hash_, root if isinstance(root, str) else None), doc.get("check")
 
 
-def encode_head(head: RecordedHead, database: Path) -> bytes:
+def encode_head(head: RecordedHead, database: Path | str) -> bytes:
     """The record of ``head``: one JSON object padded to :data:`RECORD_SIZE` bytes."""
     doc: dict[str, Any] = {**head.to_dict(), "check": _check(head), "database": str(database)}
     data = json.dumps(doc, sort_keys=True).encode("utf-8") + b"\n"
@@ -174,7 +183,7 @@ def encode_head(head: RecordedHead, database: Path) -> bytes:
     return data.ljust(RECORD_SIZE)
 
 
-def write_head(path: Path, head: RecordedHead, database: Path) -> OSError | None:
+def write_head(path: Path, head: RecordedHead, database: Path | str) -> OSError | None:
     """Record ``head`` at ``path``, after the commit it describes; the error if it failed.
 
     The record is rewritten in place, one fixed-size ``pwrite``: a tmp file renamed over the

@@ -25,7 +25,8 @@ from keel.journal._head import (
     unreadable,
     workspace_id,
 )
-from keel.journal._sqlite import SQLiteJournal, journal_path, open_journal
+from keel.journal._open import journal_target, open_journal, read_journal
+from keel.journal._sqlite import SQLiteJournal, journal_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +90,12 @@ def journal_health(root: Path) -> JournalHealth:
     Reads the recorded head, the database's last row and its break events; never walks the
     chain (``keel verify`` does). A journal that cannot be read is reported, not raised.
     """
+    if journal_target(root) is not None:
+        try:
+            with read_journal(root) as journal:
+                return journal.health()
+        except JournalError as exc:
+            return JournalHealth(False, 0, (), f"the journal cannot be read: {exc.message}")
     path = journal_path(root)
     if not path.exists():
         missing = _missing(path, _recorded(root))
@@ -110,8 +117,19 @@ def verify_journal(root: Path) -> VerifyReport:
 
     Raises:
         JournalError: the database cannot be read at all (``journal.corrupt``: the message
-            says what its recorded head was), or cannot be opened.
+            says what its recorded head was), or cannot be opened (a PostgreSQL database
+            that cannot be reached: ``journal.unreachable``).
     """
+    if journal_target(root) is not None:
+        with read_journal(root) as journal:
+            problems, found = journal.check()
+            events = sum(s.events for s in journal.sessions())
+        return VerifyReport(tuple(problems), events, tuple(found))
+    return verify_sqlite_journal(root)
+
+
+def verify_sqlite_journal(root: Path) -> VerifyReport:
+    """:func:`verify_journal` of ``root``'s ``.keel/journal.db``, whatever keel.toml names."""
     path = journal_path(root)
     if not path.exists():
         missing = _missing(path, _recorded(root))

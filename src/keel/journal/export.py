@@ -9,14 +9,28 @@ observability reference, sections 5.1 and 5.4), as one ``resourceSpans`` documen
 - a root ``invoke_agent <agent>`` span per session, carrying ``gen_ai.conversation.id``;
 - an ``execute_tool <tool>`` span per ``tool.call`` event, ended by its ``tool.result``;
 - an ``apply_guardrail keel`` span per ``decision``, a child of the call it judged, with the
-  draft ``gen_ai.security.*`` attributes. A deny is not an error: its status stays unset;
+  draft ``gen_ai.security.*`` attributes and keel's own ``keel.decision``, ``keel.decision.rule``
+  and ``keel.decision.reason``. A deny is not an error: its status stays unset;
+- a ``chat <model>`` span (kind CLIENT) per ``model.request``, a child of the root, ended by its
+  ``model.response``: ``gen_ai.request.model``, ``gen_ai.provider.name``,
+  ``gen_ai.usage.input_tokens`` and ``output_tokens``, ``gen_ai.response.finish_reasons``. A
+  request refused by a budget (never sent) and a call that failed are errors;
 - diagnostics and guidance as span events (``gen_ai.security.finding`` and ``keel.guidance``)
   with ``keel.diagnostic.kind`` and ``keel.guidance.level``;
 - any other event as a ``keel.<kind>`` span event on its parent span or the root.
 
-Every span and span event carries the journal ``seq`` as ``keel.journal.seq``. Trace and span
-ids come from the events; times are unix nanoseconds as strings. Tool arguments are left out
-unless asked for, since they may hold secrets.
+Every span and span event carries the journal ``seq`` as ``keel.journal.seq``. Span ids come
+from the events; a session is one trace, the one its ``session.start`` names, else
+``trace_id_for(session)`` (what the guard and the model client give their events; an event
+recorded with a stray trace id, such as ``keel run``'s first checkpoint, still joins its
+session's tree). Times are unix nanoseconds as strings. Tool arguments are left out
+unless asked for, since they may hold secrets; prompts and model messages always are.
+
+The mapping is built event by event (:class:`SessionTrace`), so the live push
+(``keel.journal.otlp``) uses it too: a span is *done* once nothing more can change it (a
+decision at once; a call at its result, or at a deny, which gets none; a model call at its
+response; everything at ``session.end``), and :meth:`SessionTrace.take` hands over each done
+span once.
 """
 
 from __future__ import annotations
@@ -40,11 +54,13 @@ from keel.core.events import (
     StopPayload,
     ToolCallPayload,
     ToolResultPayload,
+    trace_id_for,
 )
 
 ExportFormat = Literal["jsonl", "otlp-json"]
 
 SPAN_KIND_INTERNAL = 1
+SPAN_KIND_CLIENT = 3
 STATUS_CODE_ERROR = 2
 GUARDIAN_NAME = "keel"
 SCOPE_NAME = "keel.journal"
@@ -83,9 +99,14 @@ def write_export(
             assert_never(fmt)
 
 
+def unix_nanos(ts: float) -> int:
+    """Unix seconds as unix nanoseconds (microsecond precision, as the journal keeps them)."""
+    return round(ts * 1_000_000) * 1000
+
+
 def nanos(ts: float) -> str:
     """Unix seconds as the OTLP/JSON unix-nanoseconds string (microsecond precision)."""
-    return str(round(ts * 1_000_000) * 1000)
+    return str(unix_nanos(ts))
 
 
 def any_value(value: Any) -> dict[str, Any]:
@@ -115,8 +136,25 @@ def root_span_id(session_id: str) -> str:
 
 
 @dataclass(slots=True)
-class _Span:
-    """A span being built; turned into OTLP/JSON by :meth:`to_otlp`."""
+class SpanEvent:
+    """An event on a span: a diagnostic, guidance, or any event that is no span of its own."""
+
+    name: str
+    ts: float
+    attrs: dict[str, Any]
+
+    def to_otlp(self) -> dict[str, Any]:
+        """The OTLP/JSON span event."""
+        return {
+            "timeUnixNano": nanos(self.ts),
+            "name": self.name,
+            "attributes": attributes(self.attrs),
+        }
+
+
+@dataclass(slots=True)
+class Span:
+    """A span being built from journal events; turned into OTLP/JSON by :meth:`to_otlp`."""
 
     trace_id: str
     span_id: str
@@ -125,15 +163,21 @@ class _Span:
     start: float
     end: float
     attrs: dict[str, Any]
-    events: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    kind: int = SPAN_KIND_INTERNAL
+    events: list[SpanEvent] = field(default_factory=list[SpanEvent])
     error: str | None = None
+    done: bool = False
+    """Nothing more will change it (see the module)."""
+    sent: bool = False
+    """Handed over by :meth:`SessionTrace.take`."""
 
     def to_otlp(self) -> dict[str, Any]:
+        """The OTLP/JSON span."""
         span: dict[str, Any] = {
             "traceId": self.trace_id,
             "spanId": self.span_id,
             "name": self.name,
-            "kind": SPAN_KIND_INTERNAL,
+            "kind": self.kind,
             "startTimeUnixNano": nanos(self.start),
             "endTimeUnixNano": nanos(max(self.end, self.start)),
             "attributes": attributes(self.attrs),
@@ -141,20 +185,30 @@ class _Span:
         if self.parent_span_id:
             span["parentSpanId"] = self.parent_span_id
         if self.events:
-            span["events"] = self.events
+            span["events"] = [e.to_otlp() for e in self.events]
         if self.error is not None:
             span["status"] = {"code": STATUS_CODE_ERROR, "message": self.error}
         return span
 
 
-class _SessionTrace:
-    """The spans of one session, built event by event."""
+class SessionTrace:
+    """The spans of one session, built event by event (see the module)."""
 
-    def __init__(self, first: Event, include_arguments: bool) -> None:
+    def __init__(self, first: Event, include_arguments: bool = False) -> None:
+        """Start the trace of ``first``'s session: ``first`` must be its first event.
+
+        The root span's id is ``first``'s when it is a ``session.start``, else one derived from
+        the session id (``root_span_id``); either way every process that reads the same
+        journal names the same root.
+        """
+        self.session_id = first.session_id
         self.include_arguments = include_arguments
-        root_id = first.span_id if first.kind == "session.start" else root_span_id(first.session_id)
-        self.root = _Span(
-            trace_id=first.trace_id,
+        self.seq = 0
+        """The ``seq`` of the last event added."""
+        started = first.kind == "session.start"
+        root_id = first.span_id if started else root_span_id(first.session_id)
+        self.root = Span(
+            trace_id=first.trace_id if started else trace_id_for(first.session_id),
             span_id=root_id,
             parent_span_id=None,
             name=f"invoke_agent {first.agent}",
@@ -168,10 +222,12 @@ class _SessionTrace:
                 "keel.journal.seq": first.seq,
             },
         )
-        self.spans: dict[str, _Span] = {root_id: self.root}
-        self.calls: dict[str, _Span] = {}
+        self.spans: dict[str, Span] = {root_id: self.root}
+        self.calls: dict[str, Span] = {}
 
     def add(self, event: Event) -> None:
+        """Map one more event of the session (in journal order)."""
+        self.seq = max(self.seq, event.seq)
         self.root.start = min(self.root.start, event.ts)
         self.root.end = max(self.root.end, event.ts)
         payload = event.payload
@@ -186,34 +242,68 @@ class _SessionTrace:
                 self._diagnostic(event, payload)
             case GuidancePayload():
                 self._guidance(event, payload)
+            case DataPayload() if event.kind == "model.request":
+                self._model_request(event, payload.data)
+            case DataPayload() if event.kind == "model.response":
+                self._model_response(event, payload.data)
             case (
                 StopPayload() | CheckpointPayload() | ProbePayload() | GatePayload() | DataPayload()
             ):
                 self._other(event)
             case _:
                 assert_never(payload)
+        if event.kind == "session.end":
+            for span in self.spans.values():
+                span.done = True
 
-    def _parent(self, event: Event, tool_use_id: str | None = None) -> _Span:
+    def take(self, *, final: bool = False) -> list[Span]:
+        """The spans done and not taken before, in the order they began; marked taken.
+
+        ``final``: every span not taken yet, done or not (the end of an export, or of the
+        process that pushes), as far as the journal says.
+        """
+        out = [s for s in self.spans.values() if not s.sent and (s.done or final)]
+        for span in out:
+            span.sent = True
+        return out
+
+    def unsent(self) -> list[str]:
+        """The ids of the spans not taken yet."""
+        return [s.span_id for s in self.spans.values() if not s.sent]
+
+    def settle(self, unsent: Iterable[str]) -> None:
+        """Mark every span taken but those in ``unsent``.
+
+        For a trace rebuilt from the journal up to where another process had pushed it.
+        """
+        keep = set(unsent)
+        for span in self.spans.values():
+            span.sent = span.span_id not in keep
+
+    def _parent(self, event: Event, tool_use_id: str | None = None) -> Span:
         if event.parent_span_id and event.parent_span_id in self.spans:
             return self.spans[event.parent_span_id]
         if tool_use_id and tool_use_id in self.calls:
             return self.calls[tool_use_id]
         return self.root
 
-    def _child_parent_id(self, event: Event, parent: _Span) -> str | None:
-        if parent.trace_id == event.trace_id:
-            return parent.span_id
-        return event.parent_span_id
-
-    def _new_span(self, event: Event, name: str, parent: _Span, attrs: dict[str, Any]) -> _Span:
-        span = _Span(
-            trace_id=event.trace_id,
+    def _new_span(
+        self,
+        event: Event,
+        name: str,
+        parent: Span,
+        attrs: dict[str, Any],
+        kind: int = SPAN_KIND_INTERNAL,
+    ) -> Span:
+        span = Span(
+            trace_id=self.root.trace_id,
             span_id=event.span_id,
-            parent_span_id=self._child_parent_id(event, parent),
+            parent_span_id=parent.span_id,
             name=name,
             start=event.ts,
             end=event.ts,
             attrs={**attrs, "keel.journal.seq": event.seq},
+            kind=kind,
         )
         self.spans[event.span_id] = span
         return span
@@ -248,11 +338,12 @@ class _SessionTrace:
         if not result.ok:
             span.attrs["error.type"] = "tool_error"
             span.error = result.error or "tool call failed"
+        span.done = True
 
     def _decision(self, event: Event, decision: DecisionPayload) -> None:
         parent = self._parent(event, decision.tool_use_id)
         target = decision.tool_use_id or parent.attrs.get("gen_ai.tool.call.id")
-        self._new_span(
+        span = self._new_span(
             event,
             f"apply_guardrail {GUARDIAN_NAME}",
             parent,
@@ -268,19 +359,77 @@ class _SessionTrace:
                 "gen_ai.security.decision.reason": decision.reason,
                 "langfuse.observation.type": "guardrail",
                 "keel.decision": decision.decision,
+                "keel.decision.rule": decision.rule,
+                "keel.decision.reason": decision.reason,
                 "keel.decision.suggestion": decision.suggestion,
                 "keel.decision.subject": decision.subject,
             },
         )
+        span.done = True
+        if parent is not self.root:
+            parent.end = max(parent.end, event.ts)
+            if decision.decision == "deny":  # a denied call never runs: no result will come
+                parent.done = True
 
-    def _span_event(self, event: Event, span: _Span, name: str, attrs: dict[str, Any]) -> None:
-        span.events.append(
+    def _model_request(self, event: Event, data: dict[str, Any]) -> None:
+        model = str(data.get("model") or "unknown")
+        settings = data.get("settings") or {}
+        span = self._new_span(
+            event,
+            f"chat {model}",
+            self._parent(event),
             {
-                "timeUnixNano": nanos(event.ts),
-                "name": name,
-                "attributes": attributes({**attrs, "keel.journal.seq": event.seq}),
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": data.get("provider"),
+                "gen_ai.request.model": model,
+                "gen_ai.request.temperature": settings.get("temperature"),
+                "gen_ai.request.top_p": settings.get("top_p"),
+                "gen_ai.request.max_tokens": settings.get("max_tokens"),
+                "gen_ai.request.seed": settings.get("seed"),
+                "gen_ai.conversation.id": event.session_id,
+                "keel.model.caller": event.agent,
+                "keel.model.request_hash": data.get("request_hash"),
+            },
+            kind=SPAN_KIND_CLIENT,
+        )
+        refused = data.get("refused")
+        if isinstance(refused, dict):  # over a budget: journaled, never sent
+            span.attrs["error.type"] = "keel.budget_exceeded"
+            span.error = str(refused.get("message") or "refused by a budget")
+            span.done = True
+
+    def _model_response(self, event: Event, data: dict[str, Any]) -> None:
+        span = self.spans.get(event.parent_span_id or "")
+        if span is None or span.attrs.get("gen_ai.operation.name") != "chat":
+            self._other(event)
+            return
+        usage = data.get("usage") or {}
+        span.end = max(span.end, event.ts)
+        finish = data.get("finish_reason")
+        span.attrs.update(
+            {
+                "gen_ai.response.model": data.get("response_model"),
+                "gen_ai.response.finish_reasons": [finish] if finish else None,
+                "gen_ai.usage.input_tokens": usage.get("input_tokens"),
+                "gen_ai.usage.output_tokens": usage.get("output_tokens"),
+                "keel.model.cost_usd": data.get("cost_usd"),
+                "keel.model.latency_ms": data.get("latency_ms"),
+                "keel.model.attempts": data.get("attempts"),
+                "keel.model.tool_calls": [
+                    str(c.get("name")) for c in data.get("tool_calls") or [] if isinstance(c, dict)
+                ]
+                or None,
+                "keel.model.response.seq": event.seq,
             }
         )
+        error = data.get("error")
+        if isinstance(error, dict):
+            span.attrs["error.type"] = str(error.get("code") or "model_error")
+            span.error = str(error.get("message") or "model call failed")
+        span.done = True
+
+    def _span_event(self, event: Event, span: Span, name: str, attrs: dict[str, Any]) -> None:
+        span.events.append(SpanEvent(name, event.ts, {**attrs, "keel.journal.seq": event.seq}))
 
     def _diagnostic(self, event: Event, diag: DiagnosticPayload) -> None:
         self._span_event(
@@ -337,18 +486,35 @@ def _summary_attrs(event: Event) -> dict[str, Any]:
             return {"keel.gate.command": payload.command, "keel.gate.passed": payload.passed}
         case ToolResultPayload():
             return {"keel.tool.name": payload.tool, "keel.tool.ok": payload.ok}
+        case DataPayload() if event.kind == "error":
+            return {
+                "keel.error.event": _text_or_none(payload.data.get("event")),
+                "keel.error.code": _text_or_none(payload.data.get("code")),
+            }
         case _:
             return {}
 
 
-def export_otlp(events: Iterable[Event], *, include_arguments: bool = False) -> dict[str, Any]:
-    """An OTLP/JSON ``ExportTraceServiceRequest`` for ``events`` (any number of sessions)."""
-    sessions: dict[str, _SessionTrace] = {}
+def _text_or_none(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def session_traces(
+    events: Iterable[Event], *, include_arguments: bool = False
+) -> dict[str, SessionTrace]:
+    """Every session's trace in ``events`` (any number of sessions), by session id."""
+    sessions: dict[str, SessionTrace] = {}
     for event in events:
         trace = sessions.get(event.session_id)
         if trace is None:
-            trace = sessions[event.session_id] = _SessionTrace(event, include_arguments)
+            trace = sessions[event.session_id] = SessionTrace(event, include_arguments)
         trace.add(event)
+    return sessions
+
+
+def export_otlp(events: Iterable[Event], *, include_arguments: bool = False) -> dict[str, Any]:
+    """An OTLP/JSON ``ExportTraceServiceRequest`` for ``events`` (any number of sessions)."""
+    sessions = session_traces(events, include_arguments=include_arguments)
     spans = [span.to_otlp() for trace in sessions.values() for span in trace.spans.values()]
     return {
         "resourceSpans": [

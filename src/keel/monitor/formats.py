@@ -344,14 +344,14 @@ def _keel(path: Path) -> list[Event]:
 
 
 def _keel_db(path: Path) -> list[Event]:
-    from keel.journal import journal_path, open_journal
+    from keel.journal import has_journal, open_journal
 
     root = path if path.is_dir() else path.parent.parent
     if not path.is_dir() and path.parent.name != STATE_DIR:
         raise UserError(
             f"{path}: a journal database must sit in <workspace>/.keel/", code="monitor.read"
         )
-    if not journal_path(root).is_file():
+    if not has_journal(root):  # .keel/journal.db, or [journal] url in its keel.toml
         raise UserError(f"{root}: no .keel/journal.db here", code="monitor.read")
     with open_journal(root) as journal:
         return list(journal.events())

@@ -9,6 +9,7 @@ with its JSON path before anything runs; :func:`run_plan` runs a valid plan and 
 from keel.plan._actions import ACTIONS, ActionSpec, resolve_action
 from keel.plan._conditions import Evaluation, evaluate, guards
 from keel.plan._engine import ActionPolicy, EventSink, PlanEngine, Prompt
+from keel.plan._facts import probe_fact
 from keel.plan._model import (
     Action,
     AskStep,
@@ -82,6 +83,7 @@ __all__ = [
     "limits_of",
     "outside_workspace",
     "plan_schema",
+    "probe_fact",
     "read_plan_file",
     "read_plan_text",
     "render_text",

@@ -1,0 +1,4 @@
+from seq import last
+
+assert last([1, 2, 3]) == 3
+print("ok")
