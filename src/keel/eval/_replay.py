@@ -27,6 +27,7 @@ from typing import Any
 
 from keel.core.errors import UsageError, UserError
 from keel.core.isolated import launcher_argv
+from keel.core.root import CONFIG_NAME
 from keel.eval._arms import Arm, parse_arm
 from keel.eval._eval import RESULTS_FILE, run_layout
 from keel.eval._runner import MODEL_DIR, RunRecord, run_environment, run_process
@@ -149,7 +150,7 @@ def _prepared(tmp: Path, suite: Suite, record: RunRecord, arm: Arm | None, model
     unpack(task.repo, where)
     _, _, keel_toml = run_layout(task, arm, model)
     if keel_toml is not None:
-        (where / "keel.toml").write_text(keel_toml.replace(MODEL_DIR, str(tmp)), "utf-8")
+        (where / CONFIG_NAME).write_text(keel_toml.replace(MODEL_DIR, str(tmp)), "utf-8")
     return where
 
 

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from keel.core.isolated import launcher_argv
+from keel.core.root import CONFIG_NAME, STATE_DIR
 from keel.eval._measure import LEVELS, measure, run_session
 from keel.eval._suite import CHECK_COPY, unpack
 
@@ -158,7 +159,7 @@ def _execute(spec: RunSpec, record: RunRecord) -> RunOutput:
             (models / name).write_bytes(data)
         if spec.keel_toml is not None:
             text = spec.keel_toml.replace(MODEL_DIR, str(models))
-            (workspace / "keel.toml").write_text(text, encoding="utf-8")
+            (workspace / CONFIG_NAME).write_text(text, encoding="utf-8")
         env = run_environment(state)
         summary = _keel_run(spec, workspace, spec.model.replace(MODEL_DIR, str(models)), env,
                             record)  # fmt: skip
@@ -363,13 +364,13 @@ def pack_workspace(workspace: Path, scratch: Path) -> bytes:
     Sockets, fifos and files that vanish while it is read (a detached journal writer's) are
     left out.
     """
-    journal = workspace / ".keel" / "journal.db"
+    journal = workspace / STATE_DIR / "journal.db"
     have_journal = journal.is_file() and _backup(journal, scratch)
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as archive:
         for path in _walk(workspace):
             rel = path.relative_to(workspace)
-            if rel.parts[:1] == (".keel",) and len(rel.parts) == 2 and rel.name in JOURNAL_SKIP:
+            if rel.parts[:1] == (STATE_DIR,) and len(rel.parts) == 2 and rel.name in JOURNAL_SKIP:
                 continue
             with contextlib.suppress(FileNotFoundError):
                 info = archive.gettarinfo(path, arcname=str(rel))
@@ -381,7 +382,7 @@ def pack_workspace(workspace: Path, scratch: Path) -> bytes:
                 elif info.isdir() or info.issym():
                     archive.addfile(info)
         if have_journal:
-            archive.add(scratch, arcname=".keel/journal.db")
+            archive.add(scratch, arcname=f"{STATE_DIR}/journal.db")
     return buffer.getvalue()
 
 

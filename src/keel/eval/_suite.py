@@ -49,6 +49,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from keel.core.errors import UserError
+from keel.core.root import CONFIG_NAME, GIT_MARKER, STATE_DIR
 
 TASKS_DIR = "tasks"
 TASK_FILES = ("task.toml", "task.json")
@@ -59,7 +60,7 @@ CHECK_COPY = ".eval-check"
 """Where the task's ``check/`` folder is copied in the workspace, after the run."""
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$"
 DEFAULT_TIMEOUT = 900.0
-SKIPPED = (".keel", ".git")
+SKIPPED = (STATE_DIR, GIT_MARKER)
 """Never copied from a ``repo/`` folder: keel's state and git's."""
 
 
@@ -374,7 +375,7 @@ def _keel_toml(repo: bytes, task_id: str) -> dict[str, Any]:
     """The repository's own keel.toml as data ({} when it has none)."""
     with tarfile.open(fileobj=io.BytesIO(repo)) as archive:
         member = next(
-            (m for m in archive.getmembers() if m.name.removeprefix("./") == "keel.toml"), None
+            (m for m in archive.getmembers() if m.name.removeprefix("./") == CONFIG_NAME), None
         )
         handle = archive.extractfile(member) if member is not None and member.isfile() else None
         if handle is None:
@@ -386,5 +387,5 @@ def _keel_toml(repo: bytes, task_id: str) -> dict[str, Any]:
         raise suite_error(
             f"task {task_id!r}: the repository's keel.toml is not valid TOML: {exc}",
             task=task_id,
-            key="keel.toml",
+            key=CONFIG_NAME,
         ) from exc
