@@ -135,6 +135,7 @@ def main() -> None:
             "big": _workspace(base, "big", STRICT, files=5000),
         }
         daemon = _start_daemon(ws["net"], env)
+        load = os.getloadavg()[0]
         variants = _variants(ws)
         for _, argv, cwd in variants:
             _timed(argv, cwd, env)
@@ -146,7 +147,8 @@ def main() -> None:
                 time.sleep(GAP)
         baseline = samples[variants[0][0]]
         base_median = statistics.median(baseline)
-        print(f"backend: {exec_backend()[1]}; rounds: {ROUNDS}; load: {os.getloadavg()[0]:.1f}")
+        end = os.getloadavg()[0]
+        print(f"backend: {exec_backend()[1]}; rounds: {ROUNDS}; load: {load:.1f} -> {end:.1f}")
         for name, values in samples.items():
             median = statistics.median(values)
             paired = statistics.median(v / b for v, b in zip(values, baseline, strict=True))

@@ -8,6 +8,7 @@ sandbox; and the daemon keeps the proxy of a command that outlives its idle time
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -19,12 +20,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from exec_helpers import Box, canary, journal_events
+from exec_helpers import Box, canary, journal_events, run_fork_bomb
 
-from _support import KEEL, keel_env
+from _support import KEEL, keel, keel_env
 from keel.core.daemon import RECORD_NAME, process_start, read_record
 from keel.sandbox import run_contained
-from keel.sandbox.exec._pidns import supported
 
 _CONNECT = """
 import socket, sys
@@ -152,6 +152,10 @@ def test_the_daemon_journals_each_refusal_with_the_runs_command(
     assert denied["command"] == ["/usr/bin/python3", "-c", _CONNECT, target]  # its record's
     assert f"keel allow-host {target}" in denied["reason"]
     assert _helpers_of(daemon.pid)  # the daemon served (and journaled) it
+    journal_events(bwrap_box, "exec", 1)
+    done = keel("log", "-s", "keel-exec", "--json", workspace=bwrap_box.ws, env=bwrap_box.env)
+    kinds = [e["kind"] for e in json.loads(done.stdout)["events"]]
+    assert kinds == ["network.denied", "exec"]  # the run's event after its refusals
 
 
 def test_the_daemon_proxy_enforces_the_current_keel_toml(
@@ -257,6 +261,15 @@ def _exec_argv(box: Box) -> list[str]:
     return [KEEL, "exec", "--workspace", str(box.ws), "--backend", box.backend, "--"]
 
 
+def test_a_fork_bomb_the_daemon_serves_is_held_to_the_process_limit(
+    bwrap_box: Box, daemon: subprocess.Popen[bytes]
+) -> None:
+    """Root's runs: the daemon's helper caps the pid namespace as it places the listener."""
+    bwrap_box.config('[policy]\npreset = "developer"\n[sandbox]\nexec_max_processes = 300\n')
+    run_fork_bomb(bwrap_box, max_processes=300, env={"KEEL_HOOKD": "1"})
+    assert _helpers_of(daemon.pid)  # the daemon served it (keel exec caps only if it did not)
+
+
 def test_a_run_the_daemon_serves_loads_no_proxy_of_its_own(
     bwrap_box: Box, daemon: subprocess.Popen[bytes]
 ) -> None:
@@ -272,11 +285,11 @@ def test_a_run_the_daemon_serves_loads_no_proxy_of_its_own(
     assert done.returncode == 0, done.stderr
     imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if "|" in line}
     assert "keel.sandbox.exec._proxyd" in imported  # it asked the daemon
-    own = {"keel.sandbox.exec._proxy", "threading"}
-    if not (os.getuid() == 0 and supported()):  # root's runs join the pid namespace with them
-        own |= {"keel.sandbox.exec._netns", "_ctypes"}
+    # no listener placed, no namespace joined (root's pid cap included: the daemon sets it)
+    own = {"keel.sandbox.exec._proxy", "threading", "keel.sandbox.exec._netns", "_ctypes"}
     heavy = {"re", "json", "socket", "typing", "signal", "contextlib", "ctypes", "pydantic"}
     assert imported & (own | heavy) == set()
+    assert "keel.sandbox.exec._journal" not in imported  # the daemon journaled the run
 
 
 # A subreaper: the orphans of `keel exec` come back to it; it counts those that are keel
@@ -315,9 +328,17 @@ def _orphans_of(box: Box, env: dict[str, str], *argv: str) -> tuple[int, int]:
     return int(code), int(orphans)
 
 
+@pytest.mark.parametrize(
+    "preset",
+    [
+        "developer",  # on the connection that served the run's proxy
+        "strict",  # no proxy: on a connection of its own
+    ],
+)
 def test_the_daemon_journals_a_run_so_keel_exec_leaves_no_journal_writer_behind(
-    bwrap_box: Box, daemon: subprocess.Popen[bytes]
+    bwrap_box: Box, daemon: subprocess.Popen[bytes], preset: str
 ) -> None:
+    bwrap_box.config(f'[policy]\npreset = "{preset}"\n')
     served = _orphans_of(bwrap_box, {**bwrap_box.env, "KEEL_HOOKD": "1"}, "/bin/sh", "-c", "exit 4")
     alone = _orphans_of(bwrap_box, {**bwrap_box.env, "KEEL_HOOKD": "0"}, "/bin/sh", "-c", "exit 5")
     assert served == (4, 0)  # the daemon took the event: no fork outlived keel exec

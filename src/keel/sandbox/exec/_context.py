@@ -17,7 +17,7 @@ import time
 from keel.core.frozen import Frozen
 from keel.sandbox.exec import _control
 from keel.sandbox.os import _quiet
-from keel.sandbox.os._registry import EXEC_DIR
+from keel.sandbox.os._registry import PROXY_LOG
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from keel.core.errors import ExecRefused
     from keel.sandbox.exec._proxy import Proxy
+    from keel.sandbox.exec._proxyd import Session
     from keel.sandbox.exec._view import View
     from keel.sandbox.os._registry import Registration
 
@@ -34,7 +35,6 @@ EXIT_TIMEOUT = 124
 EXIT_UNAVAILABLE = 125  # ExecRefused.default_status
 EXIT_REFUSED = 126
 EXIT_NOT_FOUND = 127
-PROXY_LOG = os.path.join(EXEC_DIR, "proxy.log")
 
 
 # ``keel.core.errors`` is imported only once a run is refused: ~0.4 ms that ``keel exec -- true``
@@ -224,6 +224,9 @@ class Context:
         """``--report ID``: write what the run left behind to ``.keel/exec/reports/ID.json``."""
         self.decisions = True
         """Collect the proxy's decisions (``Outcome.connections``; the CLI shows none)."""
+        self.served: Session | None = None
+        """The connection to the daemon that served the run's proxy, when no decisions were
+        collected: kept open, once the command is over, for the run's own event."""
         self.stamp = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
         self.started = time.time()
         """When the run began (wall clock): what changed since is the command's doing."""

@@ -56,12 +56,12 @@ from keel.sandbox.exec._context import (
     write_report,
 )
 from keel.sandbox.os import _quiet
-from keel.sandbox.os._registry import EXEC_DIR
+from keel.sandbox.os._registry import EXEC_DIR, dumps
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal as _signal
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any, TextIO
 
     from keel.sandbox.exec._control import Scan
@@ -120,7 +120,6 @@ def execute(
     _refuse_if_stopped(root)
     _ensure_state(root)
     from keel.core.userstate import user_state_dir
-    from keel.sandbox.os._registry import Registration
 
     limit = timeout if timeout is not None else float(config.sandbox.exec_timeout_seconds)
     ctx = Context(
@@ -130,30 +129,61 @@ def execute(
         ctx.wrap, ctx.network = wrap, True
     ctx.report = report
     ctx.decisions = decisions
+    try:
+        return _registered(
+            ctx, backend or ctx.sandbox.backend, started, wrap is None, detach_journal
+        )
+    finally:
+        if ctx.served is not None:  # not journaled through it
+            ctx.served.close()
+
+
+def _registered(ctx: Context, backend: str, started: float, journal: bool, detach: bool) -> Outcome:
+    """Run the backend, registered (``keel stop`` finds the run) and with signal handlers.
+
+    ``journal``: the run's ``exec`` event (``_journal``; not ``keel wrap``'s, whose client's
+    hooks journal its calls), sent to the daemon before the registration is removed, so that
+    the daemon journals it meanwhile (``detach``: the command line's run, see ``execute``).
+    """
+    from keel.sandbox.os._registry import Registration
+
+    sent: tuple[dict[str, Any], Session | None] | None = None
     previous = {sig: _signal.signal(sig, _handler(ctx)) for sig in _SIGNALS}
     try:
-        ctx.registration = Registration(
-            root, {"argv": ctx.command, "cwd": ctx.cwd, "report": report}
-        )
+        record = {"argv": ctx.command, "cwd": ctx.cwd, "report": ctx.report}
+        ctx.registration = Registration(ctx.root, record)
         try:
-            _refuse_if_stopped(root)
-            tally = _run(ctx, backend or ctx.sandbox.backend)
+            _refuse_if_stopped(ctx.root)
+            tally = _run(ctx, backend)
+            tally.stopped = _stopped_by(ctx, tally)
+            elapsed = (time.perf_counter() - started) * 1000
+            outcome = tally.outcome(elapsed, ctx.timeout, ctx.interrupted)
+            if journal:
+                sent = _send_run(ctx, outcome, detach)
         finally:
             ctx.registration.remove()
-        tally.stopped = _stopped_by(ctx, tally)
     finally:
         for sig, handler in previous.items():
             _signal.signal(sig, handler)
-    outcome = tally.outcome((time.perf_counter() - started) * 1000, limit, ctx.interrupted)
-    if wrap is None:  # a wrapped client's own calls are journaled by its hooks
-        _journal_run(ctx, outcome, detach_journal)
+    if sent is not None:
+        event, session = sent
+        if session is None or not session.recorded():
+            from keel.sandbox.exec._journal import record_run
+
+            record_run(ctx.root, event, detach=detach)
     return outcome
 
 
-def _journal_run(ctx: Context, outcome: Outcome, detach: bool) -> None:
-    """The run's ``exec`` event (``_journal``): what ran, how it ended, what it left."""
+def _send_run(
+    ctx: Context, outcome: Outcome, detach: bool
+) -> tuple[dict[str, Any], Session | None]:
+    """The run's ``exec`` event: what ran, how it ended, what it left; and where it was sent.
+
+    The command line's run (``detach``) goes to the workspace's daemon when it is there, on
+    the connection that served the run's proxy if there was one: the connection to wait on
+    (``Session.recorded``). None: the caller journals the event (``_journal.record_run``).
+    """
     from keel.sandbox.exec import _proxyd
-    from keel.sandbox.exec._journal import record_run
 
     data = {
         "argv": list(ctx.command),
@@ -170,9 +200,12 @@ def _journal_run(ctx: Context, outcome: Outcome, detach: bool) -> None:
         "unchecked": outcome.unchecked,
         "report": ctx.report,
     }
-    # the command line's run: the workspace's daemon journals it when it is there
-    if not (detach and _proxyd.journal_run(ctx.root, data)):
-        record_run(ctx.root, data, detach=detach)
+    served, ctx.served = ctx.served, None
+    if not detach:
+        if served is not None:
+            served.close()
+        return data, None
+    return data, _proxyd.send_run(ctx.root, dumps(data).encode(), served)
 
 
 def _run(ctx: Context, requested: str) -> Tally:
@@ -302,11 +335,17 @@ def _spawn_and_wait(
         if network is not None:
             network.connect()  # while bwrap starts
         init = proc.read_child_pid()
-        processes = [(p, process_start(p)) for p in (proc.pid, init) if p is not None]
-        assert ctx.registration is not None
-        ctx.registration.update(backend="bwrap", processes=processes)
+        registration = ctx.registration
+        assert registration is not None
+
+        def register() -> None:  # keel stop finds the sandbox before the command runs
+            processes = [(p, process_start(p)) for p in (proc.pid, init) if p is not None]
+            registration.update(backend="bwrap", processes=processes)
+
         if block_w is not None and init is not None:
-            _release(ctx, network, proc.status, block_w, cap)
+            _release(ctx, network, proc.status, block_w, cap, register)
+        else:
+            register()
         _wait(ctx, outcome, proc)
     except BaseException:
         proc.kill()  # never leave the command running behind an error
@@ -335,14 +374,28 @@ def _caps_processes() -> bool:
 
 
 def _release(
-    ctx: Context, network: _Network | None, status: dict[str, int], block_w: int, cap: bool
+    ctx: Context,
+    network: _Network | None,
+    status: dict[str, int],
+    block_w: int,
+    cap: bool,
+    register: Callable[[], None],
 ) -> None:
-    """Cap the sandbox's processes and put the proxy's listener in it, then let bwrap go on."""
+    """Register, cap the sandbox's processes, put the proxy's listener in, let bwrap go on.
+
+    With a proxy, the process that places its listener (the daemon's namespace helper, or
+    the fork of ``_netns.Placer``) caps in the same request, and the run registers its
+    sandbox while that is done; without one, ``_cap`` does.
+    """
     try:
-        if cap:
-            _cap(ctx, status)
         if network is not None:
-            network.place(status)
+            network.ask(status, _pid_cap(ctx, status) if cap else None)
+            register()
+            network.place()
+        else:
+            register()
+            if cap:
+                _cap(ctx, status)
     except Exception as exc:
         if ctx.interrupted is None:
             raise
@@ -350,6 +403,20 @@ def _release(
         message = "interrupted before the command started"
         raise refused(message, "exec.interrupted", 128 + signum) from exc
     _quiet.call(os.write, block_w, b"x")  # bwrap gone already: _wait tells
+
+
+def _pid_cap(ctx: Context, status: dict[str, int]) -> tuple[int, int]:
+    """The pid namespace bwrap reported and the ``pid_max`` it gets (``_pidns``).
+
+    Raises:
+        ExecRefused: bwrap did not report it.
+    """
+    from keel.sandbox.exec._pidns import pid_max_for
+
+    pid_ns = status.get("pid-namespace")
+    if status.get("child-pid") is None or pid_ns is None:
+        raise refused("bwrap did not report its pid namespace", "sandbox.processes")
+    return pid_ns, pid_max_for(ctx.sandbox.exec_max_processes)
 
 
 def _cap(ctx: Context, status: dict[str, int]) -> None:
@@ -599,8 +666,10 @@ class _Network:
     Before bwrap starts: with no daemon recorded for the workspace, a fork is made ready to
     put the listener in (``_netns.Placer``; forked first, its start overlaps bwrap's). While
     bwrap starts, the daemon's proxy is connected to (``connect``). Once bwrap has reported its
-    namespace (``place``), the daemon puts the listener there and serves it with the policy it
-    has loaded, or the fork puts it there and a proxy thread of this process serves it.
+    namespace (``ask``; ``place`` waits for the answer), the daemon puts the listener there
+    (and caps the processes: ``_release``) and serves it with the policy it has loaded, or the
+    fork puts it there and a proxy thread of this process serves it. When the CLI collects no
+    decisions, the daemon's connection is kept for the run's event (``Context.served``).
     Anything failing before the command starts refuses the run (exit 125): it never runs with
     a way out that no proxy judges.
     """
@@ -619,6 +688,8 @@ class _Network:
         self.session: Session | None = None
         self.placer: Placer | None = None
         self.proxy: Proxy | None = None
+        self.request: tuple[int, int, int, tuple[int, int] | None] = (0, 0, 0, None)
+        """What ``ask`` asked for: the sandbox's pid, its network namespace, port, cap."""
         if self.daemon is None:
             self.placer = _placer()
 
@@ -629,28 +700,53 @@ class _Network:
 
             self.session = connect(self.root, self.daemon)
 
-    def place(self, status: dict[str, int]) -> None:
-        """Put the listener in the sandbox bwrap reported in ``status`` and serve it.
+    def ask(self, status: dict[str, int], cap: tuple[int, int] | None = None) -> None:
+        """Ask for the listener in the sandbox bwrap reported in ``status``; ``place`` waits.
+
+        ``cap``: the pid namespace (as reported) and its ``pid_max``, set in the same request
+        by whoever places the listener (``_pidns``).
 
         Raises:
-            ExecRefused: it could not be done (the caller kills the sandbox).
+            ExecRefused: it cannot be asked (the caller kills the sandbox).
         """
         pid, net_ns = status.get("child-pid"), status.get("net-namespace")
         if pid is None or net_ns is None:
             raise refused("bwrap did not report its network namespace", "sandbox.network")
+        self.request = (pid, net_ns, PROXY_PORT, cap)
         if self.session is not None:
-            if self.session.place(pid, net_ns, PROXY_PORT):
+            if self.session.ask(*self.request):
                 return
-            self.session = None  # that daemon would not: place our own
-        if self.placer is None:
-            self.placer = _placer()
+            self.session = None  # that daemon would not: place our own (and cap)
+        self._ask_placer()
+
+    def place(self) -> None:
+        """Once what ``ask`` asked for is done, serve the listener (unless the daemon does).
+
+        Raises:
+            ExecRefused: it could not be done (the caller kills the sandbox).
+        """
+        if self.session is not None:
+            if self.session.placed():
+                return
+            self.session = None  # that daemon would not: place our own (and cap)
+            self._ask_placer()
+        assert self.placer is not None
         try:
-            listener = self.placer.listener(pid, net_ns, PROXY_PORT)
+            listener = self.placer.listener()
         except OSError as exc:
             message = f"cannot put the proxy inside the sandbox: {exc}"
             raise refused(message, "sandbox.network") from exc
         self.proxy = new_proxy(self.ctx)
         self.proxy.serve(listener)
+
+    def _ask_placer(self) -> None:
+        if self.placer is None:
+            self.placer = _placer()
+        try:
+            self.placer.ask(*self.request)
+        except OSError as exc:
+            message = f"cannot put the proxy inside the sandbox: {exc}"
+            raise refused(message, "sandbox.network") from exc
 
     def finish(self, decisions: bool) -> list[Any]:
         """Once the sandbox is gone: stop serving and end the fork; the proxy's decisions.
@@ -660,7 +756,8 @@ class _Network:
         if self.placer is not None:
             self.placer.close()
         if self.session is not None and not decisions:
-            self.session.close()  # the daemon stops serving this run at end of file
+            # the daemon stops serving this run at the run's event or end of file
+            self.ctx.served, self.session = self.session, None
             return []
         if self.session is not None:
             return list(self.session.finish())

@@ -14,7 +14,7 @@ it out unless it is named: it is no agent's run):
 
 The journal costs ``keel exec`` ~40 ms of imports, more than a whole ``keel exec -- true``, so
 the command line hands a run's event to the workspace's ``keel hookd`` when one is there
-(``_proxyd.journal_run``: the daemon has the journal open and answers in well under a
+(``_proxyd.send_run``: the daemon has the journal open and answers in well under a
 millisecond), else writes it from a detached fork once the command is over (``detach``):
 neither its caller nor ``keel stop`` waits for the journal's imports. A refusal is journaled by the
 proxy's connection thread after the client has its answer, and the proxy waits for those

@@ -23,6 +23,13 @@ script, ``main``) that forks once per request, which costs little; without a dae
 exec`` forks itself (``Placer``: forked before bwrap starts, so that its start overlaps
 bwrap's; a fork of the bigger ``keel exec`` process costs it ~2 ms of copied pages).
 
+The same fork also caps the sandbox's processes when the request asks (root's runs: the pid
+namespace's own ``pid_max``, see ``_pidns``): before it joins anything else it checks the
+sandbox's pid namespace is the one bwrap reported, joins it (``setns``: its own children are
+created in it) and forks a writer inside, which writes the namespace's ``pid_max`` (never the
+host's: ``write_pid_max``) while the fork places the listener; it answers only once the
+writer is done. So a run served by the daemon forks nothing of its own for either.
+
 ``setns`` and the ``NS_GET_USERNS`` ioctl are called through ``_ctypes`` (Python 3.11 has no
 ``os.setns``; the ``ctypes`` package costs ~3 ms to import, its C module ~0.4 ms). Standard
 library only and no keel import: the helper runs this file as a script.
@@ -39,9 +46,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     Calls = tuple[Callable[..., int], Callable[..., int], Callable[[], int]]
+    Cap = tuple[int, int]
+    """A request's processes cap: the pid namespace id bwrap reported, and its ``pid_max``."""
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
+CLONE_NEWPID = 0x20000000
+PID_MAX = "/proc/sys/kernel/pid_max"
 NS_GET_USERNS = 0xB701
 """``ioctl`` on a namespace descriptor: a descriptor of the user namespace that owns it."""
 IP_FREEBIND = 15
@@ -54,12 +65,12 @@ _CALLS: list[Callable[..., int]] = []
 class Placer:
     """``keel exec``'s own fork that makes the listener inside one sandbox (see the module).
 
-    Forked before bwrap is started; ``listener`` asks it for the socket once bwrap has
-    reported its namespace; ``close`` ends it whatever happened.
+    Forked before bwrap is started; ``ask`` asks it for the socket once bwrap has reported
+    its namespace, ``listener`` receives it; ``close`` ends it whatever happened.
     """
 
     def __init__(self) -> None:
-        """Fork the helper; it waits for ``listener``'s request.
+        """Fork the helper; it waits for ``ask``'s request.
 
         Raises:
             OSError: no fork.
@@ -77,16 +88,25 @@ class Placer:
         finally:
             theirs.close()
 
-    def listener(self, pid: int, net_ns: int, port: int) -> int:
-        """A socket listening on ``127.0.0.1:port`` in the network namespace of ``pid``.
+    def ask(self, pid: int, net_ns: int, port: int, cap: Cap | None = None) -> None:
+        """Ask for a socket listening on ``127.0.0.1:port`` in the network namespace of ``pid``.
 
         ``net_ns`` is the id bwrap reported for the namespace it made: the fork joins that
-        namespace or none.
+        namespace or none. ``cap``: also set the ``pid_max`` of the pid namespace of ``pid``
+        (see the module). ``listener`` waits for the answer.
 
         Raises:
-            OSError: the namespace is not the one reported, or the socket could not be made.
+            OSError: the fork is gone.
         """
-        return request(self.conn, pid, net_ns, port)
+        send_request(self.conn, pid, net_ns, port, cap)
+
+    def listener(self) -> int:
+        """The socket ``ask`` asked for, once it (and the cap) is done.
+
+        Raises:
+            OSError: a namespace is not the one reported, or the socket could not be made.
+        """
+        return receive_listener(self.conn)
 
     def close(self) -> None:
         """End the fork (it exits by itself once it answered) and reap it."""
@@ -133,14 +153,14 @@ class Helper:
         finally:
             theirs.close()
 
-    def listener(self, pid: int, net_ns: int, port: int) -> int:
-        """As ``Placer.listener``; a helper that failed once is not asked again.
+    def listener(self, pid: int, net_ns: int, port: int, cap: Cap | None = None) -> int:
+        """As ``Placer.ask`` and ``listener``; a helper that failed once is not asked again.
 
         Raises:
             OSError: as there, or the helper is gone.
         """
         with self.lock:
-            return request(self.conn, pid, net_ns, port)
+            return request(self.conn, pid, net_ns, port, cap)
 
     def close(self) -> None:
         """Stop the helper (it exits at end of file) and reap it."""
@@ -151,14 +171,32 @@ class Helper:
             return  # reaped already
 
 
-def request(conn: _socket.socket, pid: int, net_ns: int, port: int) -> int:
-    """Ask the fork or helper on ``conn`` for the listener; the descriptor received.
+def request(conn: _socket.socket, pid: int, net_ns: int, port: int, cap: Cap | None = None) -> int:
+    """Ask the fork or helper on ``conn`` for the listener (and ``cap``); the descriptor received.
+
+    Raises:
+        OSError: it refused or failed (its reason), or did not answer.
+    """
+    send_request(conn, pid, net_ns, port, cap)
+    return receive_listener(conn)
+
+
+def send_request(
+    conn: _socket.socket, pid: int, net_ns: int, port: int, cap: Cap | None = None
+) -> None:
+    """The first half of ``request``: send it."""
+    conn.settimeout(REPLY_TIMEOUT)
+    capping = "" if cap is None else f" {cap[0]} {cap[1]}"
+    conn.sendall(f"{pid} {net_ns} {port}{capping}\n".encode())
+
+
+def receive_listener(conn: _socket.socket) -> int:
+    """The second half of ``request``: the descriptor received.
 
     Raises:
         OSError: it refused or failed (its reason), or did not answer.
     """
     conn.settimeout(REPLY_TIMEOUT)
-    conn.sendall(f"{pid} {net_ns} {port}\n".encode())
     message, ancillary, _, _ = conn.recvmsg(512, _socket.CMSG_SPACE(_INT))
     fds = received_fds(ancillary)
     if message != b"ok" or len(fds) != 1:
@@ -193,14 +231,20 @@ def _answer_and_exit(conn: _socket.socket, calls: Calls) -> None:  # pragma: no 
 
 
 def _place(conn: _socket.socket, calls: Calls, line: bytes) -> None:  # pragma: no cover - a fork
-    """Join the namespace the request ``line`` names, listen, send the socket back; exit."""
+    """Do what the request ``line`` asks (cap, join, listen), send the socket back; exit."""
     setns, ioctl, errno = calls
     code = 1
+    writer = None
     try:
-        pid, net_ns, port = (int(field) for field in line.split())
+        fields = [int(field) for field in line.split()]
+        if len(fields) not in (3, 5):
+            raise ValueError(f"a request of {len(fields)} fields")
+        pid, net_ns, port = fields[:3]
         netns = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
         if os.fstat(netns).st_ino != net_ns:
             raise OSError("the sandbox's network namespace is not the one bwrap reported")
+        if len(fields) == 5:  # first, from the host's user namespace, as _pidns.cap does
+            writer = _cap(setns, pid, fields[3], fields[4])
         owner = ioctl(netns, NS_GET_USERNS)
         if owner < 0:
             raise OSError(errno(), "NS_GET_USERNS")
@@ -212,6 +256,8 @@ def _place(conn: _socket.socket, calls: Calls, line: bytes) -> None:  # pragma: 
         listener.setsockopt(_socket.SOL_IP, IP_FREEBIND, 1)
         listener.bind(("127.0.0.1", port))
         listener.listen(128)
+        _reap(writer)  # the cap is set before bwrap may go on
+        writer = None
         fd = listener.fileno().to_bytes(_INT, sys.byteorder)
         conn.sendmsg([b"ok"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fd)])
         code = 0
@@ -220,6 +266,86 @@ def _place(conn: _socket.socket, calls: Calls, line: bytes) -> None:  # pragma: 
             conn.sendall(f"{exc}".encode("utf-8", "replace")[:500])
         except OSError:
             code = 2  # the parent is gone: no one to tell
+    finally:
+        _reap(writer)  # never left to the sandbox's init
+        os._exit(code)
+
+
+def _cap(setns: Callable[..., int], pid: int, pid_ns: int, value: int) -> int | None:
+    """In a fork of its own: start the writer of the pid namespace's ``pid_max`` (``_pidns``).
+
+    Its pid, or None where it cannot be set (the run goes on uncapped, as ``_pidns.cap``'s).
+
+    Raises:
+        OSError: the namespace is not the one bwrap reported.
+    """
+    opened = open_pid_namespace(pid, pid_ns)
+    if opened is None:
+        return None
+    try:
+        return start_writer(setns, *opened, value)
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
+def _reap(pid: int | None) -> None:
+    if pid is not None:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            return  # reaped already
+
+
+def open_pid_namespace(pid: int, pid_ns: int) -> tuple[int, int] | None:
+    """Descriptors of the pid namespace of ``pid`` and of the host's ``pid_max`` (close both).
+
+    ``pid_ns``: the id bwrap reported. None: the host's ``pid_max`` cannot be opened, so
+    nothing would tell the namespace's table from the host's (not capped).
+
+    Raises:
+        OSError: the namespace is not the one bwrap reported.
+    """
+    ns = os.open(f"/proc/{pid}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if os.fstat(ns).st_ino != pid_ns:
+            raise OSError("the sandbox's pid namespace is not the one bwrap reported")
+    except BaseException:
+        os.close(ns)
+        raise
+    try:
+        host = os.open(PID_MAX, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        os.close(ns)
+        return None
+    return ns, host
+
+
+def start_writer(setns: Callable[..., int], ns: int, host: int, value: int) -> int | None:
+    """Join the pid namespace ``ns`` and fork the process that writes its ``pid_max``.
+
+    Call it in a fork of its own: its later children are created in that namespace. The
+    writer's pid (reap it), or None if the namespace cannot be joined (not capped).
+    """
+    if setns(ns, CLONE_NEWPID) != 0:
+        return None
+    writer = os.fork()
+    if writer == 0:  # pragma: no cover - a process inside the sandbox
+        write_pid_max(host, value)
+    return writer
+
+
+def write_pid_max(host: int, value: int) -> None:  # pragma: no cover - inside the sandbox
+    """Inside the namespace: write its ``pid_max``, never the host's (``host``); exit."""
+    code = 2
+    try:
+        fd = os.open(PID_MAX, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            if os.fstat(fd).st_ino != os.fstat(host).st_ino:  # the same: the host's own limit
+                os.write(fd, str(value).encode())
+                code = 0
+        finally:
+            os.close(fd)
     finally:
         os._exit(code)
 

@@ -20,17 +20,23 @@ never written. There, and where the system refuses the write (a read-only ``/pro
 container), the run goes on uncapped, as before: the cap is a guard against runaway process
 trees, like the rlimits (``Limits``), not the boundary of the sandbox.
 
-Standard library only; the fork's system calls come from ``_netns``.
+Who forks: when the run has a proxy, the process that puts its listener in the sandbox
+(``keel hookd``'s namespace helper, or ``keel exec``'s own fork without a daemon) does this in
+the same request, before it joins the sandbox's user namespace (``_netns``); ``cap`` here is
+for runs without one.
+
+Standard library only; the fork's system calls come from ``_netns`` (imported when a run is
+capped here).
 """
 
 from __future__ import annotations
 
 import os
 
-from keel.sandbox.exec._netns import _fork, _libc
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-CLONE_NEWPID = 0x20000000
-PID_MAX = "/proc/sys/kernel/pid_max"
 PID_MAX_MIN = 301
 """The kernel's lowest ``pid_max`` (``RESERVED_PIDS + 1``), in a namespace too."""
 MIN_KERNEL = (6, 14)
@@ -69,52 +75,34 @@ def cap(pid: int, pid_ns: int, processes: int) -> bool:
     """
     if not supported():
         return False
+    from keel.sandbox.exec._netns import _fork, _libc, open_pid_namespace
+
     setns = _libc()[0]
-    ns = os.open(f"/proc/{pid}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    opened = open_pid_namespace(pid, pid_ns)
+    if opened is None:
+        return False  # nothing to tell the namespace's table from the host's by
     try:
-        if os.fstat(ns).st_ino != pid_ns:
-            raise OSError("the sandbox's pid namespace is not the one bwrap reported")
-        try:
-            host = os.open(PID_MAX, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return False  # nothing to tell the namespace's table from the host's by
-        try:
-            child = _fork()
-            if child == 0:  # pragma: no cover - the fork; its work is seen by the parent
-                _join_and_write(setns, ns, host, pid_max_for(processes))
-            _, status = os.waitpid(child, 0)
-        finally:
-            os.close(host)
+        child = _fork()
+        if child == 0:  # pragma: no cover - the fork; its work is seen by the parent
+            _join_and_write(setns, *opened, pid_max_for(processes))
+        _, status = os.waitpid(child, 0)
     finally:
-        os.close(ns)
+        for fd in opened:
+            os.close(fd)
     return os.waitstatus_to_exitcode(status) == 0
 
 
-def _join_and_write(setns: object, ns: int, host: int, value: int) -> None:  # pragma: no cover
+def _join_and_write(  # pragma: no cover - the fork; its work is seen by the parent
+    setns: Callable[..., int], ns: int, host: int, value: int
+) -> None:
     """In the fork: join the namespace ``ns``, fork a writer inside, pass on its exit code."""
+    from keel.sandbox.exec._netns import start_writer
+
     code = 1
     try:
-        if setns(ns, CLONE_NEWPID) != 0:  # type: ignore[operator]
-            os._exit(1)
-        writer = os.fork()
-        if writer == 0:
-            _write(host, value)
-        _, status = os.waitpid(writer, 0)
-        code = os.waitstatus_to_exitcode(status)
-    finally:
-        os._exit(code)
-
-
-def _write(host: int, value: int) -> None:  # pragma: no cover - a process inside the sandbox
-    """Inside the namespace: write its ``pid_max``, never the host's; exit."""
-    code = 2
-    try:
-        fd = os.open(PID_MAX, os.O_WRONLY | os.O_CLOEXEC)
-        try:
-            if os.fstat(fd).st_ino != os.fstat(host).st_ino:  # the same: the host's own limit
-                os.write(fd, str(value).encode())
-                code = 0
-        finally:
-            os.close(fd)
+        writer = start_writer(setns, ns, host, value)
+        if writer is not None:
+            _, status = os.waitpid(writer, 0)
+            code = os.waitstatus_to_exitcode(status)
     finally:
         os._exit(code)

@@ -4,9 +4,9 @@
 inside its sandbox's network namespace (``_netns.Helper``) and serve it, with the policy
 already loaded, until ``keel exec`` closes the connection; then the daemon closes the listener
 and sends back the run's decisions. ``connect`` returns ``None`` when no daemon can take it
-(none is ``recorded``, or another process listens) and ``Session.place`` False when the daemon does
-not (another keel version, or it failed): ``keel exec`` then makes and serves the listener
-itself (``_netns.Placer``, ``_proxy.Proxy``). Either way the sandbox has no route out; the
+(none is ``recorded``, or another process listens) and ``Session.placed`` False when the
+daemon does not (another keel version, or it failed): ``keel exec`` then makes and serves the
+listener itself (``_netns.Placer``, ``_proxy.Proxy``). Either way the sandbox has no route out; the
 listener is its only way to a host, and the command starts only once it is there.
 
 Trust: ``keel exec`` asks only the daemon keel started (``keel.core.daemon.is_daemon``: the
@@ -25,17 +25,21 @@ hooks do. Handing it the allowlist per connection instead would need the policy'
 (wildcards, ports, the resolver's loopback rule) in ``keel exec``, which is the import this
 avoids.
 
-Wire: the client sends ``MAGIC <keel version> <sandbox pid> <net namespace id> <port>`` and a
-newline; the daemon answers ``ok`` once it serves the listener (anything else, or nothing: the
-client places its own). When the command is over the client shuts down its writing side; the
-daemon closes the listener, writes one JSON object per decision, a line each, and closes.
+Wire: the client sends ``MAGIC <keel version> <sandbox pid> <net namespace id> <port>``, for
+root's runs also ``<pid namespace id> <pid_max>`` (the processes cap, ``_pidns``: the helper's
+fork sets it in the same request), and a newline; the daemon answers ``ok`` once it serves the
+listener, the cap set (anything else, or nothing: the client places its own, and caps). When
+the command is over the client shuts down its writing side; the daemon closes the listener,
+writes one JSON object per decision, a line each, and closes.
 
-A run's own ``exec`` event goes the same way when the daemon is there (``Session.record``):
-``MAGIC <keel version> record <JSON>`` and a newline; the daemon answers ``ok`` once it has
-it, then journals it (its stop waits for that, as for a run it serves); anything else, or
-nothing: ``keel exec`` journals it from a detached fork. The
-daemon has the journal open already; a fork of ``keel exec`` would import it (~40 ms of CPU
-per command, which back-to-back commands wait for on a small machine).
+A run's own ``exec`` event goes the same way when the daemon is there (``send_run``):
+``MAGIC <keel version> record <JSON>`` and a newline, on the connection that served the run's
+proxy in place of its end of file (when ``keel exec`` collects no decisions), else on a
+connection of its own; the daemon answers ``ok`` once it has it, then journals it (its stop
+waits for that, as for a run it serves); anything else, or nothing: ``keel exec`` journals it
+from a detached fork. The daemon has the journal open already; a fork of ``keel exec`` would
+import it (~40 ms of CPU per command, which back-to-back commands wait for on a small
+machine).
 
 Only ``os``, ``time``, ``_socket`` and core modules at import: ``connect`` runs for
 every networked command.
@@ -63,7 +67,7 @@ if TYPE_CHECKING:
     import socket
     from collections.abc import Callable, Mapping
 
-    from keel.sandbox.exec._netns import Helper
+    from keel.sandbox.exec._netns import Cap, Helper
     from keel.sandbox.exec._proxy import ProxyDecision
 
 SOCKET_NAME = "proxy.sock"
@@ -99,15 +103,26 @@ class Session:
         """Keep the connection ``connect`` opened."""
         self.sock = sock
 
-    def place(self, pid: int, net_ns: int, port: int) -> bool:
+    def ask(self, pid: int, net_ns: int, port: int, cap: Cap | None = None) -> bool:
         """Ask the daemon to serve a listener on ``port`` in the sandbox of ``pid``.
 
-        ``net_ns``: the namespace id bwrap reported. False: it did not (the connection is
-        closed; the caller places its own).
+        ``net_ns``: the namespace id bwrap reported; ``cap``: also set the ``pid_max`` of the
+        sandbox's pid namespace (its id as reported, the value). ``placed`` says whether it
+        did. False: the request could not be sent (the connection is closed; the caller
+        places its own and caps).
         """
+        capping = "" if cap is None else f" {cap[0]} {cap[1]}"
         try:
             self.sock.settimeout(PLACE_TIMEOUT)
-            self.sock.sendall(_hello() + f" {pid} {net_ns} {port}\n".encode())
+            self.sock.sendall(_hello() + f" {pid} {net_ns} {port}{capping}\n".encode())
+            return True
+        except OSError:
+            self.sock.close()
+            return False
+
+    def placed(self) -> bool:
+        """Whether the daemon did what ``ask`` asked; False: the connection is closed."""
+        try:
             if self.sock.recv(len(OK)) == OK:
                 return True
         except OSError:
@@ -137,13 +152,22 @@ class Session:
         self.sock.close()
 
     def record(self, data: bytes) -> bool:
-        """Have the daemon journal ``data`` (a run's ``exec`` event, JSON); closes the connection.
+        """Send the daemon ``data`` (a run's ``exec`` event, JSON) to journal; ``recorded`` waits.
 
-        False: it did not say it had (the caller journals it another way).
+        False: it could not be sent (the connection is closed; the caller journals it another
+        way).
         """
         try:
             self.sock.settimeout(RECORD_TIMEOUT)
             self.sock.sendall(_hello() + b" " + RECORD + b" " + data + b"\n")
+            return True
+        except OSError:
+            self.sock.close()
+            return False
+
+    def recorded(self) -> bool:
+        """Whether the daemon said it has the event ``record`` sent; closes the connection."""
+        try:
             return self.sock.recv(len(OK)) == OK
         except OSError:
             return False
@@ -176,19 +200,22 @@ def connect(root: str, record: tuple[int, int]) -> Session | None:
     return None
 
 
-def journal_run(root: str, data: dict[str, object]) -> bool:
-    """Whether the workspace's daemon took the run's ``exec`` event (``Session.record``).
+def send_run(root: str, data: bytes, served: Session | None = None) -> Session | None:
+    """Send the run's ``exec`` event (``data``: JSON) to the workspace's daemon to journal.
 
-    Never raises: False sends the caller to its own way (``_journal.record_run``).
+    On ``served``, the connection that served the run's proxy, else on a new one. The
+    connection to wait on (``Session.recorded``), or None: the caller journals it its own way
+    (``_journal.record_run``). Never raises.
     """
     try:
-        from keel.sandbox.os._registry import dumps  # json costs keel exec 2 ms of imports
-
-        record = recorded(root, os.environ)
-        session = connect(root, record) if record is not None else None
-        return session is not None and session.record(dumps(data).encode())
+        if served is None:
+            record = recorded(root, os.environ)
+            served = connect(root, record) if record is not None else None
+        return served if served is not None and served.record(data) else None
     except Exception:
-        return False
+        if served is not None:
+            served.close()
+        return None
 
 
 def _decisions(data: bytes) -> list[ProxyDecision]:
@@ -311,9 +338,9 @@ class ProxyService:
 
     def _serve_run(self, conn: socket.socket) -> None:
         """Place one run's listener, serve it until the run ends, answer its decisions."""
-        from keel.sandbox.exec._context import PROXY_LOG
         from keel.sandbox.exec._journal import denial_recorder, run_of
         from keel.sandbox.exec._proxy import Proxy
+        from keel.sandbox.os._registry import PROXY_LOG
 
         if not self.current():  # checked as the run connects, while it starts bwrap
             return
@@ -336,17 +363,25 @@ class ProxyService:
         proxy.serve(listener)
         try:
             conn.settimeout(None)
-            while conn.recv(4096):  # the run is over when keel exec shuts its side
-                pass
+            # the run is over when keel exec shuts its side, or sends the run's event
+            line = _read_line(conn)
         finally:
             proxy.close(wait=False)
         try:
-            _send_decisions(conn, proxy.decisions)  # first: keel exec waits for them
+            if line:
+                self._record(conn, line, proxy.wait_reports)
+            else:
+                _send_decisions(conn, proxy.decisions)  # first: keel exec waits for them
         finally:
             proxy.wait_reports()  # the refusals' journal events
 
-    def _record(self, conn: socket.socket, line: bytes) -> None:
-        """Journal the run's event the request ``line`` carries; answer ``ok`` once it is."""
+    def _record(
+        self, conn: socket.socket, line: bytes, before: Callable[[], object] | None = None
+    ) -> None:
+        """Journal the run's event the request ``line`` carries; answer ``ok`` once it is.
+
+        ``before``: called between the answer and the event (the run's refusals go first).
+        """
         import json
 
         from keel.sandbox.exec._journal import RUN_KIND, append
@@ -360,22 +395,25 @@ class ProxyService:
             return
         if isinstance(data, dict):
             conn.sendall(OK)  # first: keel exec exits on it; the daemon's stop waits for this
+            if before is not None:
+                before()
             append(self.root, RUN_KIND, data)
 
     def _place(self, conn: socket.socket, line: bytes) -> int | None:
         """The listener the request ``line`` asks for, if the asker may have it."""
         asker, uid, _ = peer_credentials(conn)
         fields = line.split(b" ")
-        if uid != os.getuid() or len(fields) != 5 or b" ".join(fields[:2]) != _hello():
+        if uid != os.getuid() or len(fields) not in (5, 7) or b" ".join(fields[:2]) != _hello():
             return None
         try:
-            pid, net_ns, port = (int(f) for f in fields[2:])
+            pid, net_ns, port, *capping = (int(f) for f in fields[2:])
         except ValueError:
             return None
         if pid <= 1 or _parent(_parent(pid)) != asker or os.getpid() == asker:
             return None  # only a sandbox of the asker's (bwrap is its child)
+        cap = (capping[0], capping[1]) if capping else None  # its pid namespace, checked there
         try:
-            return self._helper().listener(pid, net_ns, port)
+            return self._helper().listener(pid, net_ns, port, cap)
         except OSError:
             with self.helper_lock:
                 helper, self.helper = self.helper, None

@@ -174,9 +174,11 @@ def build_view(
     rw = (root, *_writable(writable, home, root, state_dir))
     configured = [_home_entry(e, home, state_dir) for e in home_read_only]
     roots = [*_toolchains(path, home), *_path_prefixes(path, home), *extra_read_only]
-    ro = _minimal([*configured, *(r for r in roots if _bindable(r, home, state_dir))])
+    secrets = tuple(os.path.join(home, s) for s in HOME_SECRETS)
+    bindable = [r for r in dict.fromkeys(roots) if _bindable(r, home, state_dir, secrets)]
+    ro = _minimal([*configured, *bindable])
     ro = [r for r in ro if not any(within(r, w) for w in rw)]
-    masks = tuple(m for r in ro for m in _secrets_in(r, home, state_dir))
+    masks = tuple(m for r in ro for m in _secrets_in(r, secrets, state_dir))
     return View(_etc(), home, tuple(ro), rw, masks, _git_configs(home))
 
 
@@ -298,19 +300,19 @@ def _prefix(entry: str) -> str:
     return os.path.dirname(entry) if os.path.basename(entry) in ("bin", "sbin") else entry
 
 
-def _bindable(path: str, home: str, state_dir: str) -> bool:
+def _bindable(path: str, home: str, state_dir: str, secrets: Sequence[str]) -> bool:
     """Whether a derived (not configured) tree may be bound.
 
     Not when it is, holds or sits in HOME, ``/etc``, a secret or keel's state; secrets inside
-    a toolchain root are masked instead.
+    a toolchain root are masked instead. ``secrets``: the ``HOME_SECRETS`` under ``home``.
     """
     if any(within(p, path) for p in ("/etc", home, state_dir)) or within(path, state_dir):
         return False
-    return not any(within(path, os.path.join(home, s)) for s in HOME_SECRETS)
+    return not any(within(path, s) for s in secrets)
 
 
-def _secrets_in(tree: str, home: str, state_dir: str) -> list[str]:
-    candidates = [os.path.join(home, s) for s in HOME_SECRETS] + [state_dir]
+def _secrets_in(tree: str, secrets: Sequence[str], state_dir: str) -> list[str]:
+    candidates = [*secrets, state_dir]
     return [c for c in candidates if c != tree and within(c, tree) and os.path.lexists(c)]
 
 

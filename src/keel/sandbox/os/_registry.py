@@ -32,6 +32,8 @@ else:  # the C module: ``signal`` builds three enums at import (2 ms on this pat
 
 EXEC_DIR = os.path.join(STATE_DIR, "exec")
 """``.keel/exec``: the run records, and ``keel exec``'s reports, caches and logs."""
+PROXY_LOG = os.path.join(EXEC_DIR, "proxy.log")
+"""Where a workspace's proxy logs its decisions (relative to the root)."""
 WAIT_SECONDS = 5.0
 
 
