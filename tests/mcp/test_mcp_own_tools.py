@@ -11,30 +11,10 @@ from mcp_helpers import decision_of, talk, text_of
 
 from _support import make_workspace
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
+from agent_helpers import headers_plan as plan  # the evidence plan keel run's tests use
+
 FILES = {"data/sales.csv": "region,revenue\nnorth,10\n", "src/app.py": "x = 1\n"}
-
-
-def plan(column: str) -> dict[str, Any]:
-    return {
-        "goal": f"check that data/sales.csv has a {column} column",
-        "steps": [
-            {
-                "id": "s1",
-                "type": "evidence_collection",
-                "description": "read the headers",
-                "action": {"function": "parsing.inspect_csv_headers", "args": ["data/sales.csv"]},
-                "output_to": "headers",
-            },
-            {
-                "id": "s2",
-                "type": "conditional",
-                "description": f"is {column} a column",
-                "condition": {"op": "in", "vars": [column, "{{headers}}"]},
-                "true_branch": [],
-                "false_branch": [],
-            },
-        ],
-    }
 
 
 @pytest.fixture
