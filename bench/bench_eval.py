@@ -7,6 +7,9 @@ commands, then its check under ``keel exec``. Three ways, as a user runs them, e
 
 - ``sequential``: ``--jobs 1``, one run after another;
 - ``ray``: ``--ray auto --jobs 2``, a local Ray with 2 CPUs, each run a Ray task;
+- ``ray-joined``: ``--ray 127.0.0.1:PORT --jobs 2``, joining a Ray head the benchmark starts
+  once beforehand (``ray start --head``, 2 CPUs, on 127.0.0.1), as a team joins the cluster
+  it keeps running: Ray's start and stop are not in it, joining and its workers' start are;
 - ``pool``: ``--jobs 2``, the local pool, for reference.
 
 Rounds are interleaved (sequential, ray, pool, then again), so all three see the same
@@ -45,8 +48,44 @@ KEEL = str(Path(sys.executable).with_name("keel"))
 MODES = {
     "sequential": ["--jobs", "1"],
     "ray": ["--ray", "auto", "--jobs", "2"],
+    "ray-joined": ["--ray", "{head}", "--jobs", "2"],
     "pool": ["--jobs", "2"],
 }
+RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+"""The environment of the Ray head the benchmark starts, and of the evaluations joining it."""
+
+
+class RayHead:
+    """A Ray head on 127.0.0.1 with 2 CPUs (``ray start --head --block``) while the bench runs."""
+
+    def __init__(self, where: Path) -> None:
+        """Start it, its files under ``where/r``; wait until it has written its address."""
+        self.temp = where / "r"
+        env = {**os.environ, **RAY_ENV, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+        env.pop("RAY_ADDRESS", None)
+        self.process = subprocess.Popen(
+            [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block",
+             "--node-ip-address", "127.0.0.1", "--port", "0", "--num-cpus", "2",
+             "--include-dashboard", "false", "--disable-usage-stats", "--temp-dir",
+             str(self.temp)],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        written = self.temp / "ray_current_cluster"
+        deadline = time.monotonic() + 120
+        while not (written.is_file() and written.read_text().strip()):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                sys.exit("ray start --head did not come up")
+            time.sleep(0.2)
+        self.address = written.read_text().strip()
+
+    def close(self) -> None:
+        """Stop it: its ``ray start`` ends the node's processes on SIGTERM."""
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
 
 
 class LatencyModel:
@@ -117,7 +156,7 @@ class LatencyModel:
 
 
 def evaluate(
-    mode: str, repeat: int, where: Path, model: LatencyModel | None = None
+    mode: str, repeat: int, where: Path, model: LatencyModel | None = None, head: str = ""
 ) -> tuple[float, dict[str, Any]]:
     """One ``keel eval`` in ``mode``: (seconds, its report without wall times).
 
@@ -126,8 +165,9 @@ def evaluate(
     out = where / f"{mode}-{time.monotonic_ns()}"
     spec = "openai:bench" if model is not None else f"script:{SUITE / 'scripts'}"
     argv = [KEEL, "eval", str(SUITE), "--model", spec, "--arm", "keel",
-            "--repeat", str(repeat), "--out", str(out), "--json", *MODES[mode]]  # fmt: skip
-    env = {**os.environ, "KEEL_STATE_DIR": str(where / "state")}
+            "--repeat", str(repeat), "--out", str(out), "--json",
+            *(a.format(head=head) for a in MODES[mode])]  # fmt: skip
+    env = {**os.environ, **RAY_ENV, "KEEL_STATE_DIR": str(where / "state")}
     if model is not None:
         env["OPENAI_BASE_URL"] = model.url
     started = time.perf_counter()
@@ -157,28 +197,36 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="keel-bench-eval-") as tmp:
         where = Path(tmp)
         (where / "state").mkdir(mode=0o700)
-        evaluate("pool", 1, where)  # warm-up: bytecode, page cache, Ray's first start
-        evaluate("ray", 1, where)
-        print("== the scripted model", flush=True)
-        ok = measure(args.rounds, args.repeat, where)
-        if args.model_delay > 0:
-            model = LatencyModel(args.model_delay)
-            try:
-                print(f"== a model answering after {args.model_delay:g} s", flush=True)
-                ok = measure(args.latency_rounds, args.repeat, where, model) and ok
-            finally:
-                model.close()
+        head = RayHead(where)
+        try:
+            evaluate("pool", 1, where)  # warm-up: bytecode, page cache, Ray's first start
+            evaluate("ray", 1, where)
+            evaluate("ray-joined", 1, where, head=head.address)
+            print("== the scripted model", flush=True)
+            ok = measure(args.rounds, args.repeat, where, head=head.address)
+            if args.model_delay > 0:
+                model = LatencyModel(args.model_delay)
+                try:
+                    print(f"== a model answering after {args.model_delay:g} s", flush=True)
+                    ok = measure(args.latency_rounds, args.repeat, where, model,
+                                 head.address) and ok  # fmt: skip
+                finally:
+                    model.close()
+        finally:
+            head.close()
     return 0 if ok else 1
 
 
-def measure(rounds: int, repeat: int, where: Path, model: LatencyModel | None = None) -> bool:
+def measure(
+    rounds: int, repeat: int, where: Path, model: LatencyModel | None = None, head: str = ""
+) -> bool:
     """Interleaved rounds of every mode; prints the table; did every report agree?"""
     times: dict[str, list[float]] = {m: [] for m in MODES}
     reports: list[dict[str, Any]] = []
     load_before = os.getloadavg()
     for round_ in range(rounds):
         for mode in MODES:
-            seconds, report = evaluate(mode, repeat, where, model)
+            seconds, report = evaluate(mode, repeat, where, model, head)
             times[mode].append(seconds)
             reports.append(report)
             print(f"round {round_ + 1} {mode:<10} {seconds:6.1f} s", flush=True)
@@ -192,13 +240,14 @@ def measure(rounds: int, repeat: int, where: Path, model: LatencyModel | None = 
     print(f"{'mode':<10} {'median s':>9} {'min s':>7} {'max s':>7}")
     for mode, values in times.items():
         print(f"{mode:<10} {statistics.median(values):9.1f} {min(values):7.1f} {max(values):7.1f}")
-    paired = [s / r for s, r in zip(times["sequential"], times["ray"], strict=True)]
-    medians = statistics.median(times["sequential"]) / statistics.median(times["ray"])
+    for ray in ("ray", "ray-joined"):
+        paired = [s / r for s, r in zip(times["sequential"], times[ray], strict=True)]
+        medians = statistics.median(times["sequential"]) / statistics.median(times[ray])
+        rounds = ", ".join(f"{p:.2f}x" for p in paired)
+        middle = statistics.median(paired)
+        print(f"speed-up sequential/{ray}: paired per round {rounds}; median of paired "
+              f"{middle:.2f}x; of medians {medians:.2f}x")  # fmt: skip
     pool = statistics.median(times["sequential"]) / statistics.median(times["pool"])
-    rounds = ", ".join(f"{p:.2f}x" for p in paired)
-    middle = statistics.median(paired)
-    print(f"speed-up sequential/ray: paired per round {rounds}; median of paired {middle:.2f}x; "
-          f"of medians {medians:.2f}x")  # fmt: skip
     print(f"speed-up sequential/pool (--jobs 2): of medians {pool:.2f}x", flush=True)
     return same
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,13 +91,30 @@ def plan(suite: Suite, arms: Sequence[Arm], model: str | None, repeat: int) -> E
     if model:
         _check_model(model)
     layout = {(t.id, a.name): run_layout(t, a, model or "") for t in suite.tasks for a in arms}
+    carried = _carried(suite, arms)
     specs = tuple(
-        _spec_of(task, arm, r, *layout[(task.id, arm.name)])
+        _spec_of(task, arm, r, *layout[(task.id, arm.name)], carried)
         for r in range(repeat)
         for task in suite.tasks
         for arm in arms
     )
     return Evaluation(suite, tuple(arms), model or "", repeat, specs)
+
+
+def _carried(suite: Suite, arms: Sequence[Arm]) -> tuple[tuple[str, str], ...]:
+    """The model variables of this process's environment that every run gets.
+
+    A Ray worker has its own environment: the providers' variables and each ``[model]
+    api_key_env``'s travel with the run.
+    """
+    from keel.models import model_environment
+
+    sections = [t.keel_toml.get("model") for t in suite.tasks]
+    sections += [a.overrides.get("model") for a in arms]
+    key_vars = {
+        str(s["api_key_env"]) for s in sections if isinstance(s, dict) and "api_key_env" in s
+    }
+    return tuple(sorted(model_environment(os.environ, key_vars).items()))
 
 
 def _check_model(model: str) -> None:
@@ -132,7 +150,7 @@ def run_layout(
 
 def _spec_of(
     task: Task, arm: Arm, repeat: int, model: str, files: tuple[tuple[str, bytes], ...],
-    keel_toml: str | None,
+    keel_toml: str | None, carried: tuple[tuple[str, str], ...],
 ) -> RunSpec:  # fmt: skip
     return RunSpec(
         run_id=f"{task.id}/{arm.name}/{repeat}",
@@ -150,6 +168,7 @@ def _spec_of(
         timeout_seconds=task.timeout_seconds,
         cpus=task.cpus,
         memory_mb=task.memory_mb,
+        environ=carried,
     )
 
 

@@ -82,6 +82,8 @@ def run_ray(specs: Sequence[RunSpec], address: str, jobs: int | None, on_output:
     """
     if address == AUTO:
         _single_node_settings()
+    elif _on_loopback(address):
+        _loopback_settings()
     ray = import_ray()
     # a Ray started here keeps its sessions, sockets and logs here, and they go with it
     temp = tempfile.mkdtemp(prefix="keel-ray-") if address == AUTO else None
@@ -113,9 +115,26 @@ def _single_node_settings() -> None:
     127.0.0.1 for every one of them, as it does on a laptop. Usage statistics stay off, and a
     ``RAY_ADDRESS`` in the environment, which ``ray.init`` would join instead, is dropped.
     """
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    _loopback_settings()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.pop("RAY_ADDRESS", None)  # ray.init would join that cluster instead
+
+
+def _loopback_settings() -> None:
+    """This process takes part in Ray as 127.0.0.1 (see :func:`_single_node_settings`).
+
+    Also for joining a cluster given by a loopback address (``--ray 127.0.0.1:6379``, a Ray
+    started on this machine with ``--node-ip-address 127.0.0.1``): without it the driver
+    registers with the machine's own address, which that cluster does not serve, and Ray
+    retries forever.
+    """
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+
+def _on_loopback(address: str) -> bool:
+    """``address`` (``HOST:PORT`` or ``ray://HOST:PORT``) names this machine's loopback."""
+    host = address.removeprefix("ray://").rpartition(":")[0] or address
+    return host.strip("[]") in {"127.0.0.1", "localhost", "::1"}
 
 
 def _start(ray: Any, address: str, jobs: int | None, temp: str | None) -> None:
@@ -132,11 +151,27 @@ def _start(ray: Any, address: str, jobs: int | None, temp: str | None) -> None:
                 _node_ip_address="127.0.0.1",
                 _temp_dir=temp,
             )
+            _stop_autoscaler_monitor(ray)
         else:
             ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
     except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError...
         where = "start a local Ray" if address == AUTO else f"reach the Ray cluster at {address!r}"
         raise RunError(f"--ray: cannot {where}: {exc}", code="eval.ray") from exc
+
+
+def _stop_autoscaler_monitor(ray: Any) -> None:
+    """End the autoscaler's monitor of a Ray started here: a fixed single node has no use for it.
+
+    ``ray.init`` cannot be told not to start it (``ray start --no-monitor`` can), it takes a
+    core's share while its Python starts, and at ``ray.shutdown`` it ignores the polite
+    signal, so Ray waits a full second before killing it (``bench/RESULTS.md``). A Ray that
+    no longer has the private ``_global_node`` keeps its monitor: only time is lost.
+    """
+    node = getattr(getattr(ray, "_private", None), "worker", None)
+    node = getattr(node, "_global_node", None)
+    kill = getattr(node, "kill_monitor", None)
+    if callable(kill):
+        kill(check_alive=False)
 
 
 def _get(ray: Any, ref: Any, spec: RunSpec) -> RunOutput:

@@ -37,7 +37,7 @@ import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,6 +82,9 @@ class RunSpec:
     timeout_seconds: float
     cpus: float = 1.0
     memory_mb: int | None = None
+    environ: tuple[tuple[str, str], ...] = ()
+    """The model's variables from the evaluating process's environment (a Ray worker on
+    another node, or of a cluster started elsewhere, has its own): added to the run's."""
 
 
 @dataclass(slots=True)
@@ -160,7 +163,7 @@ def _execute(spec: RunSpec, record: RunRecord) -> RunOutput:
         if spec.keel_toml is not None:
             text = spec.keel_toml.replace(MODEL_DIR, str(models))
             (workspace / CONFIG_NAME).write_text(text, encoding="utf-8")
-        env = run_environment(state)
+        env = run_environment(state, spec.environ)
         summary = _keel_run(spec, workspace, spec.model.replace(MODEL_DIR, str(models)), env,
                             record)  # fmt: skip
         _check(spec, workspace, env, record)
@@ -169,9 +172,10 @@ def _execute(spec: RunSpec, record: RunRecord) -> RunOutput:
         return RunOutput(record, pack_workspace(workspace, tmp / "journal-copy.db"))
 
 
-def run_environment(state: Path) -> dict[str, str]:
-    """The environment of a run's keel processes: this one's, with its own state, no daemon."""
+def run_environment(state: Path, carried: Iterable[tuple[str, str]] = ()) -> dict[str, str]:
+    """A run's keel processes' environment: this one's and ``carried``, own state, no daemon."""
     env = {k: v for k, v in os.environ.items() if k != "KEEL_WORKSPACE"}
+    env.update(carried)
     env.update(KEEL_HOOKD="0", KEEL_STATE_DIR=str(state))
     return env
 

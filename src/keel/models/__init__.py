@@ -31,7 +31,14 @@ from keel.models._client import (
     estimate_tokens,
 )
 from keel.models._prompts import PromptTemplate, load_prompt
-from keel.models._spec import ModelSpec, client_for, open_model, parse_spec, sampling_of
+from keel.models._spec import (
+    ModelSpec,
+    client_for,
+    model_environment,
+    open_model,
+    parse_spec,
+    sampling_of,
+)
 from keel.models._types import (
     Message,
     ModelRequest,
@@ -70,6 +77,7 @@ __all__ = [
     "client_for",
     "estimate_tokens",
     "load_prompt",
+    "model_environment",
     "open_model",
     "parse_spec",
     "sampling_of",

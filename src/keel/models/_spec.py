@@ -13,7 +13,7 @@ first match wins:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,6 +62,25 @@ def parse_spec(text: str) -> ModelSpec:
             f"{provider}: needs a name after the colon ({provider}:...)", code="usage.model"
         )
     return ModelSpec(provider, target)  # pyright: ignore[reportArgumentType]
+
+
+REMOTE_ENV_PREFIXES = ("OPENAI_", "ANTHROPIC_")
+"""The environment of the remote providers (keel's ``{PROVIDER}_BASE_URL`` and
+``{PROVIDER}_API_KEY``, and what their SDKs read besides: organisation, project, headers)."""
+
+
+def model_environment(environ: Mapping[str, str], key_vars: Iterable[str] = ()) -> dict[str, str]:
+    """What a model opened in another process's environment needs of ``environ``.
+
+    The remote providers' variables, and the ``[model] api_key_env`` variables ``key_vars``
+    name (those set).
+    """
+    wanted = set(key_vars)
+    return {
+        name: value
+        for name, value in environ.items()
+        if name.startswith(REMOTE_ENV_PREFIXES) or name in wanted
+    }
 
 
 def open_model(
