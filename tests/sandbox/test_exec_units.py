@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -263,3 +264,92 @@ def test_name_globs_match_as_fnmatch_does_without_re() -> None:
             fnmatchcase(low, g) for g in exceptions
         )
         assert is_workspace_secret(name) == expected, name
+
+
+class _Leftovers:
+    """A run's leftovers as ``clear_marked`` sees them, pass by pass (a test double of /proc).
+
+    Pass 1 kills pids 7 and 8; pass 2 finds nothing to kill or reap, but both are still
+    exiting; pass 3 reaps 7 (8 has become another process's zombie: gone for us).
+    """
+
+    def __init__(self) -> None:
+        self.passes = 0
+        self.here = {7, 8}
+
+    def sweep_once(self, into: set[int]) -> tuple[int, int]:
+        self.passes += 1
+        if self.passes == 1:
+            into.update({7, 8})
+            return 2, 0
+        if self.passes == 3:
+            self.here.clear()
+            return 0, 1
+        return 0, 0
+
+
+def test_clearing_a_runs_leftovers_waits_until_those_it_killed_are_gone() -> None:
+    from keel.sandbox.os._process import clear_marked
+
+    leftovers = _Leftovers()
+    cleared = clear_marked("t", 64102, 5.0, sweep_once=leftovers.sweep_once,
+                           present=leftovers.here.__contains__)  # fmt: skip
+    # a pass with nothing to do while killed processes are still exiting is not the end
+    assert (cleared, leftovers.passes) == (True, 4)
+
+
+def test_clearing_gives_up_at_its_deadline_and_says_so() -> None:
+    from keel.sandbox.os._process import clear_marked
+
+    passes: list[int] = []
+
+    def never_dies(into: set[int]) -> tuple[int, int]:
+        passes.append(1)
+        into.add(9)
+        return 0, 0
+
+    assert clear_marked("t", 64102, 0.05, sweep_once=never_dies, present=lambda _pid: True) is False
+    assert len(passes) >= 2
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _until_zombie(pid: int) -> None:
+    deadline = time.monotonic() + 10
+    while _state(pid) != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def test_a_zombie_of_another_parent_is_gone_and_our_own_is_still_here() -> None:
+    from keel.sandbox.os._process import still_here
+
+    assert still_here(os.getpid())
+    assert not still_here(2**22 + 1)  # above the largest pid_max: no such process
+    read, write = os.pipe()
+    parent = os.fork()
+    if parent == 0:  # a child that leaves its own child unreaped
+        grandchild = os.fork()
+        if grandchild == 0:
+            os._exit(0)
+        os.write(write, str(grandchild).encode())
+        time.sleep(60)
+        os._exit(0)
+    os.close(write)
+    grandchild = int(os.read(read, 32))
+    os.close(read)
+    try:
+        _until_zombie(grandchild)
+        assert not still_here(grandchild)  # its parent reaps it, not us
+    finally:
+        os.kill(parent, 9)
+        os.waitpid(parent, 0)
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    _until_zombie(child)
+    assert still_here(child)  # our zombie: still ours to reap
+    os.waitpid(child, 0)
+    assert not still_here(child)

@@ -62,6 +62,7 @@ from keel.sandbox.exec._context import (
 )
 from keel.sandbox.os import _quiet
 from keel.sandbox.os._landlock_abi import (
+    CLEANUP_SECONDS,
     DEVICES,
     MARKER,
     NET_CONNECT_TCP,
@@ -84,7 +85,6 @@ if TYPE_CHECKING:
 NO_DEVICES = (1 << 6) | (1 << 11)  # MAKE_CHAR, MAKE_BLOCK
 WRITE_FILE_RIGHTS = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 14) | (1 << 15)
 PR_CAPBSET_DROP = 24
-CLEANUP_SECONDS = 2.0
 
 
 def run_landlock(ctx: Context) -> Tally:
@@ -269,17 +269,11 @@ def _confine(ruleset: Ruleset, filt: PreparedFilter) -> Callable[[], None]:
 def _kill_all(pgid: int, token: str) -> None:
     """SIGKILL the command's process group, then sweep for marked leftovers until none."""
     import signal
-    import time
 
-    from keel.sandbox.os._process import kill_marked
+    from keel.sandbox.os._process import clear_marked
 
     _quiet.call(os.killpg, pgid, signal.SIGKILL)
-    deadline = time.monotonic() + CLEANUP_SECONDS
-    while time.monotonic() < deadline:
-        killed, reaped = kill_marked(token, os.getuid())
-        if not (killed or reaped):
-            return
-        time.sleep(0.005)
+    clear_marked(token, os.getuid(), CLEANUP_SECONDS)
 
 
 def _after(ctx: Context, outcome: Tally, scan: _control.Scan, before: _control.Snapshot) -> None:

@@ -234,13 +234,15 @@ def reap_orphans(uid: int) -> int:
     return sweep(uid, lambda _pid, _orphan: False)[1]
 
 
-def sweep(uid: int, doomed: Callable[[int, bool], bool]) -> tuple[int, int]:
+def sweep(
+    uid: int, doomed: Callable[[int, bool], bool], killed_pids: set[int] | None = None
+) -> tuple[int, int]:
     """One pass over ``/proc``: kill what ``doomed`` picks, reap our zombie orphans of ``uid``.
 
-    Live processes of ``uid`` for which ``doomed(pid, orphan)`` is true get SIGKILL; zombies
-    of ``uid`` parented to this process are reaped. Returns ``(killed, reaped)``. Runs under
-    the spawn lock, so a child between ``fork`` and its registration in ``ACTIVE`` (still
-    carrying keel's own environment) is never examined.
+    Live processes of ``uid`` for which ``doomed(pid, orphan)`` is true get SIGKILL (their
+    pids added to ``killed_pids``); zombies of ``uid`` parented to this process are reaped.
+    Returns ``(killed, reaped)``. Runs under the spawn lock, so a child between ``fork`` and
+    its registration in ``ACTIVE`` (still carrying keel's own environment) is never examined.
     """
     me = os.getpid()
     killed = reaped = 0
@@ -257,7 +259,54 @@ def sweep(uid: int, doomed: Callable[[int, bool], bool]) -> tuple[int, int]:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
                     killed += 1
+                    if killed_pids is not None:
+                        killed_pids.add(pid)
     return killed, reaped
+
+
+def still_here(pid: int) -> bool:
+    """``pid`` is alive, exiting, or a zombie this process must reap (not one of another's)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return False
+    fields = raw[raw.rindex(b")") + 2 :].split()
+    return fields[0] != b"Z" or int(fields[1]) == os.getpid()
+
+
+Sweep = Callable[[set[int]], tuple[int, int]]
+"""One pass of :func:`kill_marked` for a run: kills (pids into the set) and reaps."""
+
+
+def clear_marked(
+    token: str,
+    uid: int,
+    seconds: float,
+    *,
+    sweep_once: Sweep | None = None,
+    present: Callable[[int], bool] = still_here,
+) -> bool:
+    """Kill a run's leftovers and reap them until none is left, or ``seconds`` pass.
+
+    A process SIGKILLed in one pass can still be exiting in the next: not yet a zombie to
+    reap, its environment no longer readable, so that pass finds nothing to do. Stopping
+    there left it to die afterwards as a zombie of ours nobody reaps (a fork bomb left 23,
+    under load). So the sweep goes on while any process it killed is still here. True: nothing
+    is left. ``sweep_once`` and ``present`` are seams for tests (default: ``kill_marked`` of
+    ``token`` and ``uid``, ``/proc``).
+    """
+    one = sweep_once or (lambda into: kill_marked(token, uid, into))
+    deadline = time.monotonic() + seconds
+    killed_pids: set[int] = set()
+    while True:
+        killed, reaped = one(killed_pids)
+        killed_pids = {pid for pid in killed_pids if present(pid)}
+        if not (killed or reaped or killed_pids):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
 
 
 def proc_table() -> list[tuple[int, int, str, int]]:
@@ -277,7 +326,7 @@ def proc_table() -> list[tuple[int, int, str, int]]:
     return rows
 
 
-def kill_marked(token: str, uid: int) -> tuple[int, int]:
+def kill_marked(token: str, uid: int, killed_pids: set[int] | None = None) -> tuple[int, int]:
     """SIGKILL this run's leftovers and reap zombie orphans; returns ``(killed, reaped)``.
 
     A leftover is a live process of ``uid`` carrying this run's marker, or an orphan of
@@ -297,4 +346,4 @@ def kill_marked(token: str, uid: int) -> tuple[int, int]:
             return False
         return needle in env or (orphan and not any(e.startswith(prefix) for e in env))
 
-    return sweep(uid, doomed)
+    return sweep(uid, doomed, killed_pids)

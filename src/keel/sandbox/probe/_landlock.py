@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -38,7 +37,7 @@ from keel.sandbox.os._landlock_abi import (
     fs_mask,
     landlock_abi,
 )
-from keel.sandbox.os._process import Spawn, Stdin, become_subreaper, kill_marked, run_process
+from keel.sandbox.os._process import Spawn, Stdin, become_subreaper, clear_marked, run_process
 from keel.sandbox.os._seccomp import PreparedFilter, seccomp_blob
 from keel.sandbox.probe import _common
 from keel.sandbox.probe._common import Identity
@@ -183,12 +182,7 @@ class LandlockSandbox:
 
 def _kill_marked(token: str, uid: int) -> None:
     """Kill this run's leftovers and reap them (they are orphaned to us, the subreaper)."""
-    deadline = time.monotonic() + CLEANUP_SECONDS
-    while True:
-        killed, reaped = kill_marked(token, uid)
-        if not (killed or reaped) or time.monotonic() > deadline:
-            return
-        time.sleep(0.005)
+    clear_marked(token, uid, CLEANUP_SECONDS)
 
 
 def status(config: SandboxConfig, ident: Identity, seccomp_problem: str | None) -> BackendStatus:
