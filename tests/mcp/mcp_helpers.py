@@ -2,8 +2,8 @@
 
 ``talk(root, transport, scenario)`` starts ``keel mcp`` in ``root`` (stdio: the SDK's
 ``stdio_client`` spawns it; http: ``keel mcp --transport http --port 0``, whose printed URL the
-SDK's ``streamable_http_client`` connects to), opens a ``ClientSession``, initializes it and
-awaits ``scenario(session)``. Network: 127.0.0.1 only.
+SDK's ``streamable_http_client`` connects to with the printed bearer token), opens a
+``ClientSession``, initializes it and awaits ``scenario(session)``. Network: 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import contextlib
 import json
 import subprocess
 import tempfile
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, TypeVar
@@ -86,20 +86,35 @@ async def _talk(
             ):
                 await session.initialize()
                 return await scenario(session)
-    from mcp.client.streamable_http import streamable_http_client
-
-    with http_server(root, env) as url:
-        async with (
-            streamable_http_client(url) as (read, write, *_),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
+    with http_server(root, env) as (url, token):
+        async with http_session(url, token) as session:
             return await scenario(session)
 
 
+@contextlib.asynccontextmanager
+async def http_session(url: str, token: str) -> AsyncIterator[Any]:
+    """An initialized ``ClientSession`` over streamable HTTP, sending ``token`` as a bearer."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    client = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with (
+        client,
+        streamable_http_client(url, http_client=client) as (read, write, *_),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
 @contextlib.contextmanager
-def http_server(root: Path, env: Mapping[str, str]) -> Iterator[str]:
-    """``keel mcp --transport http --port 0`` in ``root``: its URL while it runs."""
+def http_server(root: Path, env: Mapping[str, str]) -> Iterator[tuple[str, str]]:
+    """``keel mcp --transport http --port 0`` in ``root``: its URL and token while it runs.
+
+    The token is the one it printed after the URL, or ``KEEL_MCP_TOKEN`` when ``env`` sets it
+    (then it prints none).
+    """
     with tempfile.TemporaryFile("w+") as errors:
         proc = subprocess.Popen(
             [KEEL, "mcp", "--transport", "http", "--port", "0"],
@@ -117,7 +132,12 @@ def http_server(root: Path, env: Mapping[str, str]) -> Iterator[str]:
                 proc.wait(timeout=TIMEOUT)
                 errors.seek(0)
                 raise AssertionError(f"keel mcp printed no URL ({url!r}): {errors.read()}")
-            yield url
+            token = env.get("KEEL_MCP_TOKEN")
+            if token is None:
+                line = proc.stdout.readline().strip()
+                assert line.startswith("Authorization: Bearer "), line
+                token = line.removeprefix("Authorization: Bearer ")
+            yield url, token
         finally:
             proc.terminate()
             proc.wait(timeout=TIMEOUT)

@@ -196,31 +196,25 @@ def test_the_journal_holds_the_sessions_calls_and_decisions_under_agent_mcp(
 
 
 def test_two_http_connections_are_two_sessions(workspace: Path) -> None:
-    from mcp_helpers import http_server, require_sdk
+    from mcp_helpers import http_server, http_session, require_sdk
 
     require_sdk()
     import anyio
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
 
     from _support import keel_env
 
-    async def one(url: str) -> str:
-        async with (
-            streamable_http_client(url) as (read, write, *_),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
+    async def one(url: str, token: str) -> str:
+        async with http_session(url, token) as session:
             first = await session.call_tool("status", {})
             second = await session.call_tool("status", {})
             assert first.structured_content["session"] == second.structured_content["session"]
             return first.structured_content["session"]
 
-    async def both(url: str) -> list[str]:
-        return [await one(url), await one(url)]
+    async def both(url: str, token: str) -> list[str]:
+        return [await one(url, token), await one(url, token)]
 
-    with http_server(workspace, keel_env()) as url:
-        ids = anyio.run(both, url)
+    with http_server(workspace, keel_env()) as (url, token):
+        ids = anyio.run(both, url, token)
     assert len(set(ids)) == 2, ids
     for session_id in ids:  # the server was stopped (SIGTERM): each session journaled as ended
         ends = [e for e in journal_events(workspace, session_id) if e.kind == "session.end"]

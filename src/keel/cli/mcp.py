@@ -21,6 +21,7 @@ def register(app: typer.Typer) -> None:
         epilog=examples(
             "keel mcp                                   # stdio: what an MCP client starts",
             "keel mcp --transport http --port 0         # prints http://127.0.0.1:PORT/mcp",
+            "                                           # and Authorization: Bearer TOKEN",
             "keel init --agent claude --mcp             # register it for Claude Code",
         ),
     )(mcp)
@@ -45,7 +46,9 @@ def mcp(
     diff, checkpoint, rollback, status. Each connection is one journaled session (agent mcp);
     every call goes through keel's guard (policy, monitor, judge, emergency stop), and a call
     keel does not allow is a tool error naming the rule, the reason and what to do instead.
-    With --transport http keel listens on 127.0.0.1 only and prints the URL on stdout.
+    With --transport http keel listens on 127.0.0.1 only, prints the URL on stdout, and takes
+    only requests with its bearer token (Authorization: Bearer TOKEN): KEEL_MCP_TOKEN when set
+    (16 characters or more), else a random one printed on the line after the URL.
     Needs the mcp extra: keel install mcp.
     """
     from keel.mcp import serve
@@ -62,10 +65,12 @@ def mcp(
         fail(err)
 
 
-def _announce(root: Path) -> Callable[[str], None]:
-    def say(url: str) -> None:
-        sys.stdout.write(url + "\n")
+def _announce(root: Path) -> Callable[[str, str | None], None]:
+    def say(url: str, token: str | None) -> None:
+        sys.stdout.write(url + "\n" + (f"Authorization: Bearer {token}\n" if token else ""))
         sys.stdout.flush()
-        typer.echo(f"keel mcp: serving {root} at {url} (Ctrl-C stops)", err=True)
+        where = "the token above" if token else "the token in KEEL_MCP_TOKEN"
+        typer.echo(f"keel mcp: serving {root} at {url} to requests with {where} (Ctrl-C "
+                   "stops)", err=True)  # fmt: skip
 
     return say

@@ -5,16 +5,23 @@ run's own (``keel.mcp._tools``), not derived from Python signatures, and every c
 one handler that hands it to its connection's ``McpSession`` on a worker thread (the guard,
 the journal and the tools block). A connection is a stdio process, or a streamable HTTP
 session (its ``Mcp-Session-Id``). HTTP binds 127.0.0.1 only, with the SDK's protection
-against DNS rebinding (the ``Host`` and ``Origin`` of every request must be local).
+against DNS rebinding (the ``Host`` and ``Origin`` of every request must be local), and takes
+only requests that carry its bearer token (``Authorization: Bearer TOKEN``): ``KEEL_MCP_TOKEN``
+when set (a client's config can name the same variable), else a random one printed with the
+URL. Any local process can connect to 127.0.0.1, and these tools write files and run commands.
 
 The SDK is an extra (``keel-guard[mcp]``), imported only when a server starts.
 """
 
 from __future__ import annotations
 
+import hmac
+import json
+import os
+import secrets
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -31,6 +38,9 @@ if TYPE_CHECKING:
 Transport = Literal["stdio", "http"]
 HOST = "127.0.0.1"
 PATH = "/mcp"
+TOKEN_ENV = "KEEL_MCP_TOKEN"
+"""The HTTP transport's bearer token, when the caller chooses it (else a random one)."""
+MIN_TOKEN_LENGTH = 16
 INSTRUCTIONS = (
     "keel guards every call of these tools: its policy, monitor and emergency stop decide "
     "first, and every call is journaled. A call keel does not allow is an error result that "
@@ -130,20 +140,22 @@ def serve(
     *,
     transport: Transport = "stdio",
     port: int = 0,
-    announce: Callable[[str], None] | None = None,
+    announce: Callable[[str, str | None], None] | None = None,
 ) -> None:
     """Serve keel's tools for the workspace ``root`` until the client or a signal ends it.
 
     ``http`` listens on 127.0.0.1:``port`` (0: a free port) and calls ``announce`` with the
-    URL once it listens (default: printed on stdout). Every session is journaled as ended.
+    URL and the bearer token it generated (None: ``KEEL_MCP_TOKEN`` is the token) once it
+    listens (default: both printed on stdout). Every session is journaled as ended.
 
     Raises:
-        RunError: the SDK is not installed (``mcp.not_installed``), or the port cannot be
-            bound (``mcp.port``).
+        RunError: the SDK is not installed (``mcp.not_installed``), the port cannot be bound
+            (``mcp.port``), or ``KEEL_MCP_TOKEN`` is too short (``mcp.token``).
     """
     require_sdk()
     import anyio
 
+    chosen = http_token(os.environ) if transport == "http" else None
     sessions = Sessions(root, transport=transport)
     server = build_server(sessions)
     _end_on_sigterm()
@@ -151,10 +163,11 @@ def serve(
         if transport == "stdio":
             anyio.run(_stdio, server)
         else:
+            token = chosen or secrets.token_urlsafe(32)
             listener = _listen(port)
             url = f"http://{HOST}:{listener.getsockname()[1]}{PATH}"
-            (announce or _print)(url)
-            anyio.run(_http, server, listener)
+            (announce or _print)(url, None if chosen else token)
+            anyio.run(_http, server, listener, token)
     finally:
         sessions.close()
 
@@ -196,14 +209,63 @@ def _listen(port: int) -> socket.socket:
     return listener
 
 
-async def _http(server: Server[Any], listener: socket.socket) -> None:
+def http_token(environ: Mapping[str, str]) -> str | None:
+    """The caller's token (``KEEL_MCP_TOKEN``), or None: the server makes one.
+
+    Raises:
+        RunError: the variable is set but shorter than 16 characters (``mcp.token``).
+    """
+    chosen = environ.get(TOKEN_ENV)
+    if chosen is None:
+        return None
+    if len(chosen.strip()) < MIN_TOKEN_LENGTH or chosen != chosen.strip():
+        raise RunError(
+            f"{TOKEN_ENV} must be at least {MIN_TOKEN_LENGTH} characters, without spaces around "
+            "it (a random one: python -c 'import secrets; print(secrets.token_urlsafe(32))')",
+            code="mcp.token",
+        )
+    return chosen
+
+
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+App = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
+
+
+def bearer_gate(app: App, token: str) -> App:
+    """``app`` behind ``token``: other requests get 401 and never reach it.
+
+    An HTTP request must carry exactly one ``Authorization: Bearer TOKEN`` (compared in
+    constant time); lifespan events pass.
+    """
+    expected = f"Bearer {token}".encode()
+    refusal = json.dumps({"error": {"code": "mcp.token", "message": (
+        "keel mcp takes only requests with its bearer token: Authorization: Bearer TOKEN "
+        f"(the token keel mcp printed, or {TOKEN_ENV})")}}).encode()  # fmt: skip
+
+    async def gate(scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            offered = [v for k, v in scope.get("headers", ()) if k.lower() == b"authorization"]
+            if len(offered) != 1 or not hmac.compare_digest(offered[0], expected):
+                await send({"type": "http.response.start", "status": 401, "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"www-authenticate", b'Bearer realm="keel mcp"'),
+                    (b"content-length", str(len(refusal)).encode())]})  # fmt: skip
+                await send({"type": "http.response.body", "body": refusal})
+                return
+        await app(scope, receive, send)
+
+    return gate
+
+
+async def _http(server: Server[Any], listener: socket.socket, token: str) -> None:
     import uvicorn
 
     app = server.streamable_http_app(streamable_http_path=PATH, host=HOST)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    config = uvicorn.Config(bearer_gate(app, token), log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve(sockets=[listener])
 
 
-def _print(url: str) -> None:
-    sys.stdout.write(url + "\n")
+def _print(url: str, token: str | None) -> None:
+    sys.stdout.write(url + "\n" + (f"Authorization: Bearer {token}\n" if token else ""))
     sys.stdout.flush()
