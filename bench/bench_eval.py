@@ -35,12 +35,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import tomllib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from _common import base_url, chat_completion, serve_posts
 
 REPO = Path(__file__).resolve().parents[1]
 SUITE = REPO / "examples" / "eval"
@@ -98,27 +98,22 @@ class LatencyModel:
 
     def __init__(self, delay: float) -> None:
         """Serve the shipped scripts after ``delay`` seconds a call."""
-        self.delay = delay
         self.scripts = {}
         for script in sorted((SUITE / "scripts").glob("*.json")):
             text = tomllib.loads((SUITE / "tasks" / script.stem / "task.toml").read_text())["task"]
             self.scripts[text] = json.loads(script.read_text())
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
+        self.server, _ = serve_posts(self.answer, delay)
+        self.url = base_url(self.server)
         """The base URL (``OPENAI_BASE_URL``)."""
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
     def close(self) -> None:
         """Stop serving."""
         self.server.shutdown()
         self.server.server_close()
 
-    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+    def answer(self, request: bytes) -> tuple[str, bytes]:
         """The scripted step for this request, as Chat Completions sends it."""
-        messages = body.get("messages") or []
+        messages = json.loads(request).get("messages") or []
         text = json.dumps(messages)
         steps = next(v for k, v in self.scripts.items() if json.dumps(k)[1:-1] in text)
         index = sum(1 for m in messages if m.get("role") == "assistant")
@@ -126,33 +121,7 @@ class LatencyModel:
         calls = [{"id": f"call_{index}_{n}", "type": "function",
                   "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
                  for n, c in enumerate(step["tool_calls"])]  # fmt: skip
-        return {
-            "id": "c", "object": "chat.completion", "created": 0, "model": "bench",
-            "choices": [{"index": 0, "finish_reason": "tool_calls",
-                         "message": {"role": "assistant", "content": None, "tool_calls": calls}}],
-            "usage": {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100},
-        }  # fmt: skip
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        model = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-                time.sleep(model.delay)
-                reply = json.dumps(model.answer(body)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
-
-        return Handler
+        return chat_completion("bench", tool_calls=calls)
 
 
 def evaluate(

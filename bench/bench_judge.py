@@ -24,17 +24,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import statistics
-import subprocess
 import sys
-import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from _common import (
+    base_url,
+    chat_completion,
+    hook_env,
+    hook_workspace,
+    off_and_on,
+    on_over_off,
+    serve_posts,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 OK = {"verdict": "ok", "category": "none", "confidence": 0.9, "evidence": [], "suggestion": ""}
@@ -51,72 +56,10 @@ on_finish = false
 """
 
 
-def judge_server(delay: float) -> tuple[ThreadingHTTPServer, list[float]]:
+def judge_server(delay: float) -> tuple[ThreadingHTTPServer, list[bytes]]:
     """A Chat Completions server answering an ``ok`` verdict after ``delay`` seconds."""
-    seen: list[float] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            seen.append(time.monotonic())
-            time.sleep(delay)
-            message = {"role": "assistant", "content": json.dumps(OK)}
-            body = json.dumps({
-                "id": "c", "object": "chat.completion", "created": 0, "model": "judge-bench",
-                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70},
-            }).encode()  # fmt: skip
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, seen
-
-
-def workspace(judge: bool) -> Path:
-    root = Path(tempfile.mkdtemp(prefix="keel-bench-judge-", dir="/tmp"))
-    root.chmod(0o755)
-    toml = '[policy]\npreset = "developer"\n' + (JUDGE if judge else "")
-    (root / "keel.toml").write_text(toml)
-    past = time.time() - 60
-    os.utime(root / "keel.toml", (past, past))
-    (root / ".keel").mkdir()
-    return root
-
-
-def hook_argv(event: str) -> list[str]:
-    from keel.hook.install import default_keel_command
-
-    return [*default_keel_command(), "hook", event, "--agent", "claude"]
-
-
-def payload(root: Path, event: str, n: int) -> bytes:
-    body: dict[str, Any] = {
-        "session_id": "bench", "cwd": str(root), "hook_event_name": event,
-        "tool_name": "Read", "tool_input": {"file_path": str(root / f"f{n}.txt")},
-        "tool_use_id": f"toolu_{n}",
-    }  # fmt: skip
-    if event == "PostToolUse":
-        body["tool_response"] = {"content": f"line {n}"}
-    return json.dumps(body).encode()
-
-
-def timed(argv: list[str], data: bytes, root: Path, env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    done = subprocess.run(argv, input=data, cwd=root, capture_output=True, env=env, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"hook failed ({done.returncode}): {done.stderr.decode()[-400:]}")
-    return (time.perf_counter() - start) * 1000
+    verdict = chat_completion("judge-bench", content=json.dumps(OK), tokens=(50, 20))
+    return serve_posts(lambda _body: verdict, delay)
 
 
 def judgements(root: Path) -> int:
@@ -128,24 +71,12 @@ def judgements(root: Path) -> int:
 
 def run(rounds: int, gap: float, delay: float) -> dict[str, Any]:
     server, seen = judge_server(delay)
-    host, port = server.server_address[:2]
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "KEEL_HOOKD")
-    }
-    env.update(OPENAI_BASE_URL=f"http://{host}:{port}/v1", OPENAI_API_KEY="zq-bench",
-               KEEL_HOOKD_IDLE="120")  # fmt: skip
-    roots = {"off": workspace(False), "on": workspace(True)}
-    times: dict[str, dict[str, list[float]]] = {
-        w: {"PreToolUse": [], "PostToolUse": []} for w in roots
-    }
+    env = hook_env()
+    env.update(OPENAI_BASE_URL=base_url(server), OPENAI_API_KEY="zq-bench")
+    roots = {"off": hook_workspace("keel-bench-judge-"),
+             "on": hook_workspace("keel-bench-judge-", JUDGE)}  # fmt: skip
     try:
-        for n in range(-3, rounds):  # three warm-up rounds: bytecode, caches, the daemons
-            for which, root in roots.items():
-                for event in ("PreToolUse", "PostToolUse"):
-                    ms = timed(hook_argv(event), payload(root, event, n + 3), root, env)
-                    if n >= 0:
-                        times[which][event].append(ms)
-            time.sleep(gap)
+        times = off_and_on(roots, rounds, env, gap)
         time.sleep(delay + 2.0)  # let the last judgement land before counting
         count = judgements(roots["on"])
     finally:
@@ -154,16 +85,7 @@ def run(rounds: int, gap: float, delay: float) -> dict[str, Any]:
             shutil.rmtree(root, ignore_errors=True)  # each daemon sees its socket go and exits
     result: dict[str, Any] = {"rounds": rounds, "gap_s": gap, "model_delay_s": delay,
                               "judgements": count, "model_requests": len(seen)}  # fmt: skip
-    for event in ("PreToolUse", "PostToolUse"):
-        off, on = times["off"][event], times["on"][event]
-        paired = [b / a for a, b in zip(off, on, strict=True)]
-        result[event] = {
-            "off_median_ms": round(statistics.median(off), 1),
-            "on_median_ms": round(statistics.median(on), 1),
-            "ratio_of_medians": round(statistics.median(on) / statistics.median(off), 2),
-            "median_paired_ratio": round(statistics.median(paired), 2),
-        }
-    return result
+    return {**result, **on_over_off(times)}
 
 
 def main() -> None:

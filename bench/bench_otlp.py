@@ -19,44 +19,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import socket
-import statistics
-import subprocess
 import sys
-import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from _common import hook_env, hook_workspace, off_and_on, on_over_off, serve_posts
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def receiver(delay: float) -> tuple[ThreadingHTTPServer, list[int]]:
+def receiver(delay: float) -> tuple[ThreadingHTTPServer, list[bytes]]:
     """An OTLP/HTTP traces endpoint that takes each batch after ``delay`` seconds."""
-    sizes: list[int] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            sizes.append(len(self.rfile.read(int(self.headers.get("Content-Length") or 0))))
-            time.sleep(delay)
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-protobuf")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, sizes
+    return serve_posts(lambda _body: ("application/x-protobuf", b""), delay)
 
 
 def dead_endpoint() -> str:
@@ -67,41 +45,8 @@ def dead_endpoint() -> str:
 
 
 def workspace(endpoint: str | None) -> Path:
-    root = Path(tempfile.mkdtemp(prefix="keel-bench-otlp-", dir="/tmp"))
-    root.chmod(0o755)
-    toml = '[policy]\npreset = "developer"\n'
-    if endpoint:
-        toml += f'\n[export]\notlp_endpoint = "{endpoint}"\ntimeout_seconds = 2\n'
-    (root / "keel.toml").write_text(toml)
-    past = time.time() - 60
-    os.utime(root / "keel.toml", (past, past))
-    (root / ".keel").mkdir()
-    return root
-
-
-def hook_argv(event: str) -> list[str]:
-    from keel.hook.install import default_keel_command
-
-    return [*default_keel_command(), "hook", event, "--agent", "claude"]
-
-
-def payload(root: Path, event: str, n: int) -> bytes:
-    body: dict[str, Any] = {
-        "session_id": "bench", "cwd": str(root), "hook_event_name": event,
-        "tool_name": "Read", "tool_input": {"file_path": str(root / f"f{n}.txt")},
-        "tool_use_id": f"toolu_{n}",
-    }  # fmt: skip
-    if event == "PostToolUse":
-        body["tool_response"] = {"content": f"line {n}"}
-    return json.dumps(body).encode()
-
-
-def timed(argv: list[str], data: bytes, root: Path, env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    done = subprocess.run(argv, input=data, cwd=root, capture_output=True, env=env, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"hook failed ({done.returncode}): {done.stderr.decode()[-400:]}")
-    return (time.perf_counter() - start) * 1000
+    export = f'\n[export]\notlp_endpoint = "{endpoint}"\ntimeout_seconds = 2\n'
+    return hook_workspace("keel-bench-otlp-", export if endpoint else "")
 
 
 def failures(root: Path) -> int:
@@ -116,24 +61,11 @@ def failures(root: Path) -> int:
 
 
 def run(rounds: int, delay: float, dead: bool) -> dict[str, Any]:
-    server, sizes = receiver(delay)
-    host, port = server.server_address[:2]
-    endpoint = dead_endpoint() if dead else f"http://{host}:{port}/v1/traces"
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "KEEL_HOOKD")
-    }
-    env["KEEL_HOOKD_IDLE"] = "120"
+    server, batches = receiver(delay)
+    endpoint = dead_endpoint() if dead else f"http://127.0.0.1:{server.server_address[1]}/v1/traces"
     roots = {"off": workspace(None), "on": workspace(endpoint)}
-    times: dict[str, dict[str, list[float]]] = {
-        w: {"PreToolUse": [], "PostToolUse": []} for w in roots
-    }
     try:
-        for n in range(-3, rounds):  # three warm-up rounds: bytecode, caches, the daemons
-            for which, root in roots.items():
-                for event in ("PreToolUse", "PostToolUse"):
-                    ms = timed(hook_argv(event), payload(root, event, n + 3), root, env)
-                    if n >= 0:
-                        times[which][event].append(ms)
+        times = off_and_on(roots, rounds, hook_env())
         time.sleep(delay + 3.0)  # let the last batch land before counting
         failed = failures(roots["on"])
     finally:
@@ -142,19 +74,10 @@ def run(rounds: int, delay: float, dead: bool) -> dict[str, Any]:
             shutil.rmtree(root, ignore_errors=True)  # each daemon sees its socket go and exits
     result: dict[str, Any] = {
         "rounds": rounds, "receiver": "dead" if dead else f"{delay}s per batch",
-        "batches_received": len(sizes), "bytes_received": sum(sizes),
+        "batches_received": len(batches), "bytes_received": sum(len(b) for b in batches),
         "failures_journaled": failed,
     }  # fmt: skip
-    for event in ("PreToolUse", "PostToolUse"):
-        off, on = times["off"][event], times["on"][event]
-        paired = [b / a for a, b in zip(off, on, strict=True)]
-        result[event] = {
-            "off_median_ms": round(statistics.median(off), 1),
-            "on_median_ms": round(statistics.median(on), 1),
-            "ratio_of_medians": round(statistics.median(on) / statistics.median(off), 2),
-            "median_paired_ratio": round(statistics.median(paired), 2),
-        }
-    return result
+    return {**result, **on_over_off(times)}
 
 
 def main() -> None:
