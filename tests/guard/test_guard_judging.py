@@ -52,7 +52,7 @@ class Double:
 
     def schedule(self, job: JudgeJob, *, deadline_at: float | None = None) -> None:
         if self.fail:
-            raise RuntimeError("the judge broke")
+            raise RuntimeError("the judge broke: " + "x" * 400)
         self.jobs.append((job, deadline_at))
         self.landed += self.land_on_schedule
 
@@ -127,6 +127,23 @@ def test_every_n_steps_counts_results_not_decisions(workdir: Path) -> None:
     ]  # fmt: skip
 
 
+def test_every_step_asks_once_per_result_never_at_the_decision(workdir: Path) -> None:
+    double = Double()
+    guard = guard_for(workspace(workdir, every=1), double)
+    for n in range(1, 4):
+        run(guard, read(n, f"f{n}.py"))
+    assert [(j.step, j.triggers) for j, _ in double.jobs] == [
+        (1, ("every_n_steps",)), (2, ("every_n_steps",)), (3, ("every_n_steps",))
+    ]  # fmt: skip
+
+
+def test_the_finish_asks_for_the_finish_only_whatever_every_n_steps_says(workdir: Path) -> None:
+    double = Double()
+    guard = guard_for(workspace(workdir, every=1, finish=True), double)
+    guard.gate_finish(commit_by=time.monotonic() + 20)
+    assert [j.triggers for j, _ in double.jobs] == [("finish",)]
+
+
 def test_the_judges_own_verdict_does_not_ask_the_judge_again(workdir: Path) -> None:
     double = Double()
     guard = guard_for(workspace(workdir), double)
@@ -145,7 +162,9 @@ def test_a_landed_verdict_denies_the_next_call_with_its_guidance(workdir: Path) 
     denied = guard.decide(read(2, "y.py"))
     assert not denied.allowed and denied.rule == "monitor.judge"
     assert "Put the assertion back." in denied.reason
-    assert "explain to the user why its finding is wrong" in (denied.suggestion or "")
+    assert denied.suggestion == (
+        "Do what the judge suggests, or explain to the user why its finding is wrong."
+    )
     events = events_of(workdir_)
     notes = [e.payload for e in events if e.kind == "judgement"]
     assert notes == [DataPayload({"status": "skipped", "step": 1, "reason": "deadline"})]
@@ -239,7 +258,9 @@ def test_a_judge_that_fails_never_changes_an_answer(workdir: Path, phase: str) -
     errors = [e.payload for e in events_of(workdir_) if e.kind == "judgement"]
     assert len(errors) == 1 and isinstance(errors[0], DataPayload)
     assert errors[0].data["error"] == f"judge.{'schedule' if phase == 'observe' else 'finish'}"
-    assert "RuntimeError: the judge broke" in errors[0].data["message"]
+    assert errors[0].data["status"] == "error"
+    message = errors[0].data["message"]
+    assert message.startswith("RuntimeError: the judge broke: xxx") and len(message) == 300
 
 
 def test_inline_judging_is_made_only_when_a_model_is_set(workdir: Path) -> None:
