@@ -167,3 +167,20 @@ def hook_env() -> dict[str, str]:
     }
     env["KEEL_HOOKD_IDLE"] = "120"
     return env
+
+
+def wait_for_hookd(root: Path, seconds: float = 20.0) -> None:
+    """Return once ``root``'s ``keel hookd`` accepts connections; exit the benchmark if not."""
+    import socket
+
+    from keel.hook.wire import SOCKET_NAME
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            try:
+                sock.connect(str(root / ".keel" / SOCKET_NAME))
+                return
+            except OSError:
+                time.sleep(0.05)
+    raise SystemExit(f"no keel hookd for {root} after {seconds:g} s")

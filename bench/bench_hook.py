@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import wait_for_hookd
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # _support, which the client harness imports
 sys.path.insert(0, str(REPO / "tests" / "clients"))
@@ -112,7 +114,7 @@ def hook_round_trip(rounds: int, before_src: str | None = None) -> dict[str, obj
     try:
         for i in range(-2, rounds):  # rounds -2 and -1 warm up: bytecode, caches, the daemon
             if i == -1:
-                _wait_for_daemon(root)
+                wait_for_hookd(root)
             ms = _time(base_argv, None, root, _env())[0]
             if i >= 0:
                 times["baseline"].append(ms)
@@ -145,21 +147,6 @@ def hook_round_trip(rounds: int, before_src: str | None = None) -> dict[str, obj
             "exit_codes": sorted(codes[name]),
         }
     return result
-
-
-def _wait_for_daemon(root: Path) -> None:
-    import socket
-
-    end = time.monotonic() + 10
-    while time.monotonic() < end:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.connect(str(root / ".keel" / "hookd.sock"))
-            return
-        except OSError:
-            time.sleep(0.05)
-        finally:
-            sock.close()
 
 
 def claude_runs(rounds: int) -> dict[str, object]:

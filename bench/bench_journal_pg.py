@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import wait_for_hookd
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # _support.postgres: the server the tests use
 
@@ -68,22 +70,6 @@ def _time(argv: list[str], data: bytes, cwd: Path, env: dict[str, str]) -> tuple
     return ms, done.stdout
 
 
-def _wait_for_daemon(root: Path) -> None:
-    import socket
-
-    end = time.monotonic() + 20
-    while time.monotonic() < end:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.connect(str(root / ".keel" / "hookd.sock"))
-            return
-        except OSError:
-            time.sleep(0.05)
-        finally:
-            sock.close()
-    raise RuntimeError(f"no keel hookd for {root}")
-
-
 def _summary(sqlite: list[float], pg: list[float]) -> dict[str, float]:
     ms, mp = statistics.median(sqlite), statistics.median(pg)
     paired = statistics.median(p / s for s, p in zip(sqlite, pg, strict=True))
@@ -118,7 +104,7 @@ def run(rounds: int, inproc: bool) -> dict[str, object]:
         for i in range(-3, rounds):
             if i == -1:
                 for root in spaces.values():
-                    _wait_for_daemon(root)
+                    wait_for_hookd(root)
             for mode, env in modes.items():
                 for case in ("read", "ls"):
                     order = list(spaces.items())
