@@ -67,7 +67,9 @@ def mcp(
 
 def _announce(root: Path) -> Callable[[str, str | None], None]:
     def say(url: str, token: str | None) -> None:
-        sys.stdout.write(url + "\n" + (f"Authorization: Bearer {token}\n" if token else ""))
+        from keel.mcp import announcement
+
+        sys.stdout.write(announcement(url, token))
         sys.stdout.flush()
         where = "the token above" if token else "the token in KEEL_MCP_TOKEN"
         typer.echo(f"keel mcp: serving {root} at {url} to requests with {where} (Ctrl-C "

@@ -15,7 +15,7 @@ error result: keel fails closed.
 ``keel-guard[mcp]`` extra, imported only when a server starts).
 """
 
-from keel.mcp._server import require_sdk, serve
+from keel.mcp._server import announcement, require_sdk, serve
 from keel.mcp._session import McpRules, McpSession, Reply, Sessions
 from keel.mcp._tools import AGENT, MCP_SCHEMAS, MCP_TOOLS, McpTool
 
@@ -28,6 +28,7 @@ __all__ = [
     "McpTool",
     "Reply",
     "Sessions",
+    "announcement",
     "require_sdk",
     "serve",
 ]

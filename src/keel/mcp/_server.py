@@ -244,7 +244,10 @@ def bearer_gate(app: App, token: str) -> App:
         f"(the token keel mcp printed, or {TOKEN_ENV})")}}).encode()  # fmt: skip
 
     async def gate(scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
-        if scope["type"] in ("http", "websocket"):
+        if scope["type"] == "websocket":  # the server speaks no WebSocket: refused unread
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if scope["type"] == "http":
             offered = [v for k, v in scope.get("headers", ()) if k.lower() == b"authorization"]
             if len(offered) != 1 or not hmac.compare_digest(offered[0], expected):
                 await send({"type": "http.response.start", "status": 401, "headers": [
@@ -266,6 +269,11 @@ async def _http(server: Server[Any], listener: socket.socket, token: str) -> Non
     await uvicorn.Server(config).serve(sockets=[listener])
 
 
+def announcement(url: str, token: str | None) -> str:
+    """What ``keel mcp`` prints on stdout: the URL, then the header with a generated token."""
+    return url + "\n" + (f"Authorization: Bearer {token}\n" if token else "")
+
+
 def _print(url: str, token: str | None) -> None:
-    sys.stdout.write(url + "\n" + (f"Authorization: Bearer {token}\n" if token else ""))
+    sys.stdout.write(announcement(url, token))
     sys.stdout.flush()
