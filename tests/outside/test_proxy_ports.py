@@ -184,7 +184,7 @@ def test_a_contained_command_reaches_another_port_only_once_it_is_named(workdir:
 
         _workspace(workdir, target)  # the entry the refusal names
         allowed = _contained(ws, "/usr/bin/python3", "-c", _CONTAINED, target)
-        assert ssh.hits >= 1, (allowed.stdout, allowed.stderr)
+        assert ssh.reached(), (allowed.stdout, allowed.stderr)
     assert refused.returncode == 0, refused.stderr
     assert "CONNECT HTTP/1.1 403 Forbidden" in refused.stdout
     named = (
@@ -245,7 +245,7 @@ def test_uncontained_the_text_policy_keeps_the_same_port_rule(workdir: Path, tem
                 named = f'add "localhost:{ssh.port}"'
                 assert named in reply.get("permissionDecisionReason", ""), reply
         # the harness sees a connection: the same line, its port named, reaches the canary
-        assert ssh.hits >= 1, reply
+        assert ssh.reached(), reply
 
 
 def _run_as_client(reply: dict[str, str], command: str, cwd: Path) -> None:

@@ -144,6 +144,16 @@ class Canary:
             self.hits += 1
             conn.close()
 
+    def reached(self, count: int = 1, limit: float = 10.0) -> bool:
+        """Whether ``count`` connections arrive within ``limit`` seconds.
+
+        A client's connect completes in the listener's backlog before this thread accepts it.
+        """
+        deadline = time.monotonic() + limit
+        while self.hits < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.hits >= count
+
     def close(self) -> None:
         self.sock.close()
 

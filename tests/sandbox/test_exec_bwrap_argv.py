@@ -11,11 +11,12 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 
 from keel.sandbox.exec import _bwrap as eb
-from keel.sandbox.exec._view import View, etc_mirror
+from keel.sandbox.exec._view import SMALL_DIR, View, etc_mirror
 
 
 def _view(etc: tuple[str, ...]) -> View:
@@ -301,3 +302,67 @@ def test_bwrap_runs_the_argv(tmp_path: Path) -> None:
     ]
     assert (ws / "w").read_text() == "w\n"
     assert b'"child-pid": ' in status and b'{ "exit-code": 7 }' in status
+
+
+# --- the /etc mirror: small directories copied, large ones bound ---------------------------
+
+
+def _fake_etc(tmp_path: Path) -> Path:
+    etc = tmp_path / "etc"
+    (etc / "small" / "sub").mkdir(parents=True)
+    (etc / "small" / "a.conf").write_text("a = 1\n")
+    (etc / "small" / "hook").write_text("#!/bin/sh\n")
+    (etc / "small" / "hook").chmod(0o755)
+    (etc / "small" / "sub" / "b.conf").write_text("b = 2\n")
+    (etc / "small" / "link").symlink_to("a.conf")
+    (etc / "big").mkdir()
+    for i in range(SMALL_DIR + 1):
+        (etc / "big" / f"f{i}").write_text(str(i))
+    (etc / "closed").mkdir()
+    (etc / "closed" / "secret").write_text("s3cret")
+    (etc / "closed" / "secret").chmod(0o600)
+    (etc / "hosts").write_text("127.0.0.1 localhost\n")
+    return etc
+
+
+def test_etc_mirror_copies_small_directories_and_binds_the_rest(tmp_path: Path) -> None:
+    etc = _fake_etc(tmp_path)
+    entries = tuple(str(etc / n) for n in ("hosts", "small", "big", "closed"))
+    mirror = etc_mirror(entries, str(tmp_path / "state"), etc_root=str(etc))
+    assert mirror is not None
+    copy, bound = Path(mirror[0]), mirror[1]
+    assert bound == (str(etc / "big"), str(etc / "closed"))  # too many entries; not all readable
+    assert (copy / "small" / "a.conf").read_text() == "a = 1\n"
+    assert (copy / "small" / "sub" / "b.conf").read_text() == "b = 2\n"
+    assert os.readlink(copy / "small" / "link") == "a.conf"
+    assert (copy / "small" / "hook").stat().st_mode & 0o777 == 0o755
+    assert (copy / "small" / "a.conf").stat().st_mode & 0o777 == 0o644
+    assert (copy / "big").is_dir() and not any((copy / "big").iterdir())  # bound over
+    assert not (copy / "closed" / "secret").exists()  # never copied world-readable
+
+
+def test_etc_mirror_follows_a_copied_directory(tmp_path: Path) -> None:
+    etc = _fake_etc(tmp_path)
+    entries = (str(etc / "small"),)
+    state = str(tmp_path / "state")
+    first = etc_mirror(entries, state, etc_root=str(etc))
+    (etc / "small" / "sub" / "b.conf").write_text("b = 3, longer\n")
+    changed = etc_mirror(entries, state, etc_root=str(etc))
+    assert first is not None and changed is not None and changed[0] != first[0]
+    assert (Path(changed[0]) / "small" / "sub" / "b.conf").read_text() == "b = 3, longer\n"
+    assert not Path(first[0]).exists()  # the stale copy is removed
+    (etc / "small" / "new.conf").write_text("n\n")
+    added = etc_mirror(entries, state, etc_root=str(etc))
+    assert added is not None and added[0] != changed[0]
+    assert (Path(added[0]) / "small" / "new.conf").read_text() == "n\n"
+
+
+def test_etc_mirror_binds_a_directory_that_grew_past_the_limit(tmp_path: Path) -> None:
+    etc = _fake_etc(tmp_path)
+    entries = (str(etc / "small"),)
+    state = str(tmp_path / "state")
+    assert etc_mirror(entries, state, etc_root=str(etc)) == (ANY, ())
+    for i in range(SMALL_DIR):
+        (etc / "small" / f"more{i}").write_text("x")
+    grown = etc_mirror(entries, state, etc_root=str(etc))
+    assert grown is not None and grown[1] == (str(etc / "small"),)

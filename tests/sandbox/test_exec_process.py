@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from exec_helpers import KEEL, Box, run_fork_bomb
 
+import keel
 from keel.sandbox.exec._select import CACHE_NAME, _key
 
 
@@ -272,3 +273,20 @@ def test_a_daemon_that_clears_its_environment_is_still_killed(box: Box) -> None:
     while _sleepers(tag) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _sleepers(tag) == []
+
+
+def test_keel_exec_imports_from_its_code_cache_once_written(box: Box) -> None:
+    from keel.core.codecache import _open, cache_path
+
+    path = Path(cache_path("exec", box.env["KEEL_STATE_DIR"]))
+    path.unlink(missing_ok=True)
+    first = box.run("true")
+    written = path.stat()
+    second = box.run("true")
+    third = box.sh("exit 5")
+    fd, entries, _ = _open(str(path), str(Path(keel.__file__).parent.parent), "keel")
+    os.close(fd)
+    assert (first.returncode, second.returncode, third.returncode) == (0, 0, 5), third.stderr
+    assert {"keel.sandbox.exec._exec", "keel.sandbox.exec._control"} <= entries.keys()
+    # every module of the later runs came from the file: none missed, nothing rewritten
+    assert (path.stat().st_mtime_ns, path.stat().st_ino) == (written.st_mtime_ns, written.st_ino)

@@ -111,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
 
         hook_main(args[1:])  # exits with 0 or 2 whatever happens (0 too for `keel hook -h`)
     if args[:1] == ["exec"]:
+        if argv is None:  # the process is this one command's (keel.core.isolated)
+            from keel.core.isolated import start_one_shot
+
+            start_one_shot("exec")
         from keel.cli.exec import main as exec_main
 
         code = exec_main(args[1:])

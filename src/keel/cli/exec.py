@@ -132,11 +132,13 @@ def _end(code: int) -> NoReturn:
     """
     import os
 
+    from keel.core.codecache import save
     from keel.sandbox.os import _quiet
 
     for stream in (sys.stdout, sys.stderr):
         if stream is not None and not stream.closed:
             _quiet.call(stream.flush)  # a closed pipe: there is no one to tell
+    save()  # after the output: once per installation, the next runs' imports from one file
     os._exit(code)
 
 

@@ -22,6 +22,8 @@ RECORD_NAME = "hookd.pid"
 """``<pid> <start time>`` of the daemon in ``.keel/``: the only listener a client trusts."""
 MAX_SOCKET_PATH = 100
 """Longer socket paths do not fit ``sockaddr_un``: such a workspace has no daemon sockets."""
+PROXY_SOCKET_NAME = "proxy.sock"
+"""The daemon's proxy socket in ``.keel/`` (mode 0600): ``keel exec`` hands its sandbox over."""
 _SO_PEERCRED = 17
 
 
@@ -45,6 +47,20 @@ def read_record(keel_dir: str) -> "tuple[int, int] | None":
     if pid <= 1 or process_start(pid) != start:
         return None
     return pid, start
+
+
+def recorded_proxy(
+    keel_dir: str, env: "Mapping[str, str] | None" = None
+) -> "tuple[int, int] | None":
+    """The ``(pid, start)`` of the daemon whose proxy ``keel exec`` may ask, if one is recorded.
+
+    None when ``env`` turns the daemon off, the proxy socket's path in ``keel_dir`` is too long
+    for a socket, or no live daemon is recorded there (``read_record``).
+    """
+    too_long = len(os.path.join(keel_dir, PROXY_SOCKET_NAME)) > MAX_SOCKET_PATH
+    if not daemon_enabled(env) or too_long:
+        return None
+    return read_record(keel_dir)
 
 
 def process_stat(pid: int) -> "list[bytes] | None":

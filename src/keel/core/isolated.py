@@ -30,6 +30,7 @@ The entries:
 - anything else: the ``keel`` command line.
 """
 
+import gc
 import os
 import sys
 
@@ -68,6 +69,7 @@ def main(argv: "list[str]") -> int:
     else:
         _load_site()
     if entry == "exec":
+        start_one_shot(entry)
         exit_now(_entry_main(entry)(argv[1:]))
     if entry in ("hookd", "wrap-decide", "judge"):
         return _entry_main(entry)(argv[1:])
@@ -98,6 +100,39 @@ def exit_now(code: int) -> "NoReturn":
         sys.stderr.flush()
     finally:
         os._exit(code)
+
+
+_GC_HELD: list[bool] = []
+
+
+def start_one_shot(entry: str) -> None:
+    """Start the process of one ``keel exec``: no garbage collection yet, modules from one file.
+
+    Starting, ``keel exec`` makes tens of thousands of objects (its modules, the config, the
+    view) and no garbage: the collector's passes over them cost each contained command about
+    a millisecond. It collects again once the command runs (``resume_collection``). The
+    modules come from keel's code cache (``keel.core.codecache``).
+    """
+    from keel.core.codecache import install
+    from keel.core.userstate import user_state_dir
+
+    if gc.isenabled():
+        gc.disable()
+        _GC_HELD.append(True)
+    install(entry, user_state_dir())
+
+
+def resume_collection() -> None:
+    """Collect garbage again if ``start_one_shot`` stopped it (else nothing).
+
+    What exists by now is kept out of later passes (``gc.freeze``): the modules and the run's
+    setup live until the process ends; a long run's later garbage (the proxy's connections)
+    is collected as usual.
+    """
+    if _GC_HELD:
+        _GC_HELD.clear()
+        gc.freeze()
+        gc.enable()
 
 
 def _entry_main(entry: str) -> "Callable[[list[str]], int]":

@@ -2,13 +2,15 @@
 
 The steps, each fail-closed (anything unexpected refuses with exit 125 before the command
 runs): read ``[sandbox]`` and ``[policy]`` through the pydantic-free config view; refuse while
-the emergency stop is set; register in ``.keel/exec/`` (and check the stop again, so a
-``keel stop`` racing with the start still reaches this run); choose the backend; scan the
-control files; build the view, the environment and, when the policy allows any host, the
-proxy (with bwrap: the workspace daemon's, or a thread of this process, accepting on a socket
-put in the sandbox's network namespace before the command starts: ``_Network``); run the
-backend with a wall-clock limit; when every process of the command is gone, scan again and
-quarantine what the command planted; unregister.
+the emergency stop is set; choose the backend; scan the control files; build the view, the
+environment and, when the policy allows any host, the proxy (with bwrap: the workspace
+daemon's, or a thread of this process, accepting on a socket put in the sandbox's network
+namespace before the command starts: ``_Network``); register in ``.keel/exec/`` before the
+command can start (and check the stop again, so a ``keel stop`` racing with the start still
+reaches this run: ``_register``; bwrap is started first and held at ``--block-fd`` meanwhile,
+so the command check, the registration and the daemon's connection overlap its setup); run
+the backend with a wall-clock limit; when every process of the command is gone, scan again
+and quarantine what the command planted; unregister.
 
 Exit codes: the command's own, ``128 + N`` when it died of signal N; ``123`` the command
 succeeded but planted control files, which were quarantined (or they could not be checked);
@@ -30,7 +32,8 @@ import os
 import sys
 import time
 
-from keel.core.root import STATE_DIR, find_root
+from keel.core.isolated import resume_collection
+from keel.core.root import STATE_DIR, find_root, state_path
 from keel.core.stop import STOP_FILE, stop_reason
 from keel.sandbox.exec import _control
 from keel.sandbox.exec._context import (
@@ -141,19 +144,15 @@ def execute(
 def _registered(ctx: Context, backend: str, started: float, journal: bool, detach: bool) -> Outcome:
     """Run the backend, registered (``keel stop`` finds the run) and with signal handlers.
 
-    ``journal``: the run's ``exec`` event (``_journal``; not ``keel wrap``'s, whose client's
-    hooks journal its calls), sent to the daemon before the registration is removed, so that
-    the daemon journals it meanwhile (``detach``: the command line's run, see ``execute``).
+    The backend registers the run before its command can start (``_register``). ``journal``:
+    the run's ``exec`` event (``_journal``; not ``keel wrap``'s, whose client's hooks journal
+    its calls), sent to the daemon before the registration is removed, so that the daemon
+    journals it meanwhile (``detach``: the command line's run, see ``execute``).
     """
-    from keel.sandbox.os._registry import Registration
-
     sent: tuple[dict[str, Any], Session | None] | None = None
     previous = {sig: _signal.signal(sig, _handler(ctx)) for sig in _SIGNALS}
     try:
-        record = {"argv": ctx.command, "cwd": ctx.cwd, "report": ctx.report}
-        ctx.registration = Registration(ctx.root, record)
         try:
-            _refuse_if_stopped(ctx.root)
             tally = _run(ctx, backend)
             tally.stopped = _stopped_by(ctx, tally)
             elapsed = (time.perf_counter() - started) * 1000
@@ -161,7 +160,8 @@ def _registered(ctx: Context, backend: str, started: float, journal: bool, detac
             if journal:
                 sent = _send_run(ctx, outcome, detach)
         finally:
-            ctx.registration.remove()
+            if ctx.registration is not None:
+                ctx.registration.remove()
     finally:
         for sig, handler in previous.items():
             _signal.signal(sig, handler)
@@ -218,7 +218,6 @@ def _run(ctx: Context, requested: str) -> Tally:
             "explains; install bubblewrap or enable Landlock)",
             "sandbox.unavailable",
         )
-    _check_command(ctx)
     if ctx.wrap is not None and choice.name != "bwrap":
         raise refused(
             f"keel wrap needs bubblewrap ({choice.reason}): Landlock cannot give the client a "
@@ -228,12 +227,27 @@ def _run(ctx: Context, requested: str) -> Tally:
     if ctx.interrupted is not None:
         status = 128 + ctx.interrupted
         raise refused("interrupted before the command started", "exec.interrupted", status)
-    if choice.name == "bwrap":
+    if choice.name == "bwrap":  # checks the command and registers once bwrap is started
         assert choice.binary is not None
         return _run_bwrap(ctx, choice.binary)
     from keel.sandbox.exec._landlock import run_landlock
 
+    _check_command(ctx)
+    _register(ctx)
     return run_landlock(ctx)
+
+
+def _register(ctx: Context, **fields: Any) -> None:
+    """Register the run (``keel stop`` finds it from now on), then check the stop again.
+
+    Called before the command can start: a ``keel stop`` that set its flag before the record
+    was written is seen here (``StopRequested``), one after it finds the record.
+    """
+    from keel.sandbox.os._registry import Registration
+
+    record = {"argv": ctx.command, "cwd": ctx.cwd, "report": ctx.report, **fields}
+    ctx.registration = Registration(ctx.root, record)
+    _refuse_if_stopped(ctx.root)
 
 
 def _handler(ctx: Context) -> Any:
@@ -301,9 +315,10 @@ def _spawn_and_wait(
             _close(seccomp)
             raise
     status_r, status_w = os.pipe()
-    # bwrap waits (--block-fd) until the proxy's listener is inside and the processes capped
+    # bwrap waits (--block-fd) until the run is registered, the proxy's listener is inside
+    # and the processes capped: what needs no bwrap argument is done while it starts
     cap = _caps_processes()
-    block_r, block_w = os.pipe() if network is not None or cap else (None, None)
+    block_r, block_w = os.pipe()
     try:
         argv = eb.bwrap_argv(
             binary,
@@ -315,7 +330,7 @@ def _spawn_and_wait(
             command=command,
             block_fd=block_r,
         )
-        passed = [seccomp, status_w, *([] if block_r is None else [block_r]), *mounts.fds]
+        passed = [seccomp, status_w, block_r, *mounts.fds]
         with Limits(ctx.sandbox):
             proc = eb.BwrapProcess(argv, env, passed, status_r)
     except OSError as exc:
@@ -332,20 +347,20 @@ def _spawn_and_wait(
         ctx.kill = proc.kill
         if ctx.interrupted is not None:
             proc.kill()
+        _check_command(ctx)  # while bwrap starts, as is what follows up to its report
         if network is not None:
-            network.connect()  # while bwrap starts
+            network.connect()
         init = proc.read_child_pid()
-        registration = ctx.registration
-        assert registration is not None
 
         def register() -> None:  # keel stop finds the sandbox before the command runs
             processes = [(p, process_start(p)) for p in (proc.pid, init) if p is not None]
-            registration.update(backend="bwrap", processes=processes)
+            _register(ctx, backend="bwrap", processes=processes)
 
-        if block_w is not None and init is not None:
+        if init is not None:
             _release(ctx, network, proc.status, block_w, cap, register)
-        else:
+        else:  # bwrap failed before its report: _wait says so
             register()
+        resume_collection()
         _wait(ctx, outcome, proc)
     except BaseException:
         proc.kill()  # never leave the command running behind an error
@@ -680,11 +695,11 @@ class _Network:
         Raises:
             ExecRefused: neither (no fork).
         """
-        from keel.sandbox.exec._proxyd import recorded
+        from keel.core.daemon import recorded_proxy
 
         self.ctx = ctx
         self.root = ctx.root
-        self.daemon = recorded(ctx.root, ctx.environ)
+        self.daemon = recorded_proxy(state_path(ctx.root), ctx.environ)
         self.session: Session | None = None
         self.placer: Placer | None = None
         self.proxy: Proxy | None = None

@@ -42,6 +42,7 @@ import shutil
 import subprocess
 import tempfile
 
+from keel.core.isolated import resume_collection
 from keel.core.root import STATE_DIR
 from keel.sandbox.exec import _control
 from keel.sandbox.exec._context import (
@@ -234,6 +235,7 @@ def _spawn_and_wait(
             backend="landlock", processes=[(proc.pid, process_start(proc.pid))], pgid=proc.pid,
             marker=token,
         )  # fmt: skip
+        resume_collection()
         try:
             outcome.exit_code = _code(proc.wait(ctx.timeout))
         except subprocess.TimeoutExpired:

@@ -52,12 +52,11 @@ import os
 import time
 
 from keel.core.daemon import (
-    MAX_SOCKET_PATH,
-    daemon_enabled,
+    PROXY_SOCKET_NAME,
     is_daemon,
     peer_credentials,
     process_stat,
-    read_record,
+    recorded_proxy,
 )
 from keel.core.root import state_path
 from keel.sandbox.os import _quiet
@@ -70,8 +69,7 @@ if TYPE_CHECKING:
     from keel.sandbox.exec._netns import Cap, Helper
     from keel.sandbox.exec._proxy import ProxyDecision
 
-SOCKET_NAME = "proxy.sock"
-"""The daemon's proxy socket in ``.keel/`` (mode 0600)."""
+SOCKET_NAME = PROXY_SOCKET_NAME
 MAGIC = b"keel-proxy/1"
 OK = b"ok"
 CONNECT_TIMEOUT = 0.5
@@ -180,10 +178,7 @@ def recorded(root: str, env: Mapping[str, str]) -> tuple[int, int] | None:
 
     ``env``: the run's environment (``KEEL_HOOKD=0`` turns the daemon off).
     """
-    keel_dir = state_path(root)
-    if not daemon_enabled(env) or len(os.path.join(keel_dir, SOCKET_NAME)) > MAX_SOCKET_PATH:
-        return None
-    return read_record(keel_dir)
+    return recorded_proxy(state_path(root), env)
 
 
 def connect(root: str, record: tuple[int, int]) -> Session | None:
