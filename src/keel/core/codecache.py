@@ -229,8 +229,11 @@ def _write(cache: CodeCache) -> None:
         entries[name] = (origin, is_package, size, mtime, offset, len(code))
         offset += len(code)
     index = marshal.dumps((*_header(cache.root, cache.package), entries))
-    blobs = [codes[name][4] for name in sorted(codes)]
-    _replace(cache.path, [len(index).to_bytes(_LENGTH, "little"), index, *blobs])
+    blobs = b"".join(codes[name][4] for name in sorted(codes))
+    from keel.core.files import write_atomic
+
+    os.makedirs(os.path.dirname(cache.path), mode=0o700, exist_ok=True)
+    write_atomic(cache.path, len(index).to_bytes(_LENGTH, "little") + index + blobs, mode=0o600)
 
 
 def _imported(
@@ -270,29 +273,8 @@ def _code(origin: str, st: os.stat_result) -> bytes:
     return marshal.dumps(compile(source, origin, "exec", dont_inherit=True))
 
 
-def _replace(path: str, parts: list[bytes]) -> None:
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            for part in parts:
-                fh.write(part)
-        os.replace(tmp, path)
-    except BaseException:
-        _unlink(tmp)
-        raise
-
-
 def _close(fd: int) -> None:
     try:
         os.close(fd)
     except OSError:  # closed already (a fork let go of every descriptor)
-        return
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
         return
