@@ -4,10 +4,11 @@
 inside its sandbox's network namespace (``_netns.Helper``) and serve it, with the policy
 already loaded, until ``keel exec`` closes the connection; then the daemon closes the listener
 and sends back the run's decisions. ``connect`` returns ``None`` when no daemon can take it
-(none is ``recorded``, or another process listens) and ``Session.placed`` False when the
-daemon does not (another keel version, or it failed): ``keel exec`` then makes and serves the
-listener itself (``_netns.Placer``, ``_proxy.Proxy``). Either way the sandbox has no route out; the
-listener is its only way to a host, and the command starts only once it is there.
+(none is recorded: ``keel.core.daemon.recorded_proxy``, or another process listens) and
+``Session.placed`` False when the daemon does not (another keel version, or it failed):
+``keel exec`` then makes and serves the listener itself (``_netns.Placer``, ``_proxy.Proxy``).
+Either way the sandbox has no route out; the listener is its only way to a host, and the
+command starts only once it is there.
 
 Trust: ``keel exec`` asks only the daemon keel started (``keel.core.daemon.is_daemon``: the
 listening process is this uid's, with the pid and start time recorded in
@@ -64,12 +65,11 @@ from keel.sandbox.os import _quiet
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
 
     from keel.sandbox.exec._netns import Cap, Helper
     from keel.sandbox.exec._proxy import ProxyDecision
 
-SOCKET_NAME = PROXY_SOCKET_NAME
 MAGIC = b"keel-proxy/1"
 OK = b"ok"
 CONNECT_TIMEOUT = 0.5
@@ -173,20 +173,15 @@ class Session:
             self.sock.close()
 
 
-def recorded(root: str, env: Mapping[str, str]) -> tuple[int, int] | None:
-    """The ``(pid, start)`` of ``root``'s daemon if one is recorded alive (``connect`` it).
-
-    ``env``: the run's environment (``KEEL_HOOKD=0`` turns the daemon off).
-    """
-    return recorded_proxy(state_path(root), env)
-
-
 def connect(root: str, record: tuple[int, int]) -> Session | None:
-    """A connection to the proxy of ``root``'s daemon, if the ``recorded`` process answers."""
+    """A connection to the proxy of ``root``'s daemon, if the recorded process answers.
+
+    ``record``: the daemon's ``(pid, start)`` (``keel.core.daemon.recorded_proxy``).
+    """
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(CONNECT_TIMEOUT)
-        sock.connect(os.path.join(state_path(root), SOCKET_NAME))
+        sock.connect(os.path.join(state_path(root), PROXY_SOCKET_NAME))
         if is_daemon(sock, record):
             return Session(sock)
     except OSError:
@@ -204,7 +199,7 @@ def send_run(root: str, data: bytes, served: Session | None = None) -> Session |
     """
     try:
         if served is None:
-            record = recorded(root, os.environ)
+            record = recorded_proxy(state_path(root), os.environ)
             served = connect(root, record) if record is not None else None
         return served if served is not None and served.record(data) else None
     except Exception:
@@ -247,7 +242,7 @@ class ProxyService:
         from keel.sandbox.exec._proxy import policy_check
 
         self.root = root
-        self.path = os.path.join(state_path(root), SOCKET_NAME)
+        self.path = os.path.join(state_path(root), PROXY_SOCKET_NAME)
         self.check = policy_check(root)
         self.current = current or (lambda: True)
         self.active = 0
