@@ -13,10 +13,10 @@ A module is served from the file only while its source still has the recorded si
 (one ``stat``, the check the import system makes of a ``.pyc``, to the nanosecond); any other
 module, and every module of another installation of keel or another Python, is imported as
 usual. ``save()`` at the entry's end rewrites the file when a module was not served from it
-(or there was none), with the code Python cached in ``__pycache__`` when that was made from
-the source, else compiled afresh. The file is written 0600 and read only when this user owns
-it and no one else may write it. Everything falls back to the normal import: a missing,
-damaged or foreign file costs speed, never a wrong module.
+(or there was none), with each module compiled from its source (~50 ms, once). The file is
+written 0600 and read only when this user owns it and no one else may write it. Everything
+falls back to the normal import: a missing, damaged or foreign file costs speed, never a
+wrong module.
 
 Standard library only: ``marshal``, ``os`` and ``sys``, loaded already at this point.
 """
@@ -251,23 +251,16 @@ def _imported(
             continue
         st = os.stat(origin)  # first: a later edit makes the entry stale, never wrong
         is_package = getattr(spec, "submodule_search_locations", None) is not None
-        out[name] = (origin, is_package, st.st_size, st.st_mtime_ns, _code(origin, st))
+        out[name] = (origin, is_package, st.st_size, st.st_mtime_ns, _code(origin))
     return out
 
 
-def _code(origin: str, st: os.stat_result) -> bytes:
-    """The marshalled code of ``origin``: its ``.pyc`` when that was made from this source."""
-    from _frozen_importlib_external import MAGIC_NUMBER, cache_from_source
+def _code(origin: str) -> bytes:
+    """The marshalled code of ``origin``, compiled from the source.
 
-    try:
-        with open(cache_from_source(origin), "rb") as fh:
-            pyc = fh.read()
-    except (OSError, NotImplementedError):
-        pyc = b""
-    stamp = (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
-    size = (st.st_size & 0xFFFFFFFF).to_bytes(4, "little")
-    if pyc[:16] == MAGIC_NUMBER + bytes(4) + stamp + size:  # a timestamp .pyc of this source
-        return pyc[16:]
+    Not the ``.pyc`` in ``__pycache__``: its header has the source's mtime in whole seconds, so
+    an edit of the same size within that second leaves it stale (the import system runs it).
+    """
     with open(origin, "rb") as fh:
         source = fh.read()
     return marshal.dumps(compile(source, origin, "exec", dont_inherit=True))
